@@ -1,0 +1,147 @@
+"""The typed schema of everything the environment exchanges: actions, observations, state.
+
+msgspec Structs are the schema, the validation and the JSON encoding in one place; the JSON Schemas
+served to clients are generated from these classes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta, Struct
+
+Severity = Literal["P0", "P1", "P2"]
+ServiceName = Annotated[str, Meta(min_length=1, max_length=64)]
+Rationale = Annotated[str, Meta(max_length=2000)]
+
+
+class _ActionBase(Struct, tag_field="action", forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """Every action may carry a free-text rationale; it is recorded, never parsed for keywords.
+
+    `metadata` is accepted because OpenEnv's pydantic actions always send it; it is ignored.
+    """
+
+    rationale: Rationale | None = None
+    metadata: dict[str, Any] = {}
+
+
+class InspectLogs(_ActionBase, tag="inspect_logs"):
+    """Read the recent log lines of one service."""
+
+    target: ServiceName
+
+
+class InspectMetrics(_ActionBase, tag="inspect_metrics"):
+    """Read the current golden-signal metrics of one service."""
+
+    target: ServiceName
+
+
+class Declare(_ActionBase, tag="declare"):
+    """Name the root-cause service and the incident severity; ends the episode."""
+
+    target: ServiceName
+    severity: Severity
+
+
+Action = InspectLogs | InspectMetrics | Declare
+ACTION_TYPES: tuple[type[_ActionBase], ...] = (InspectLogs, InspectMetrics, Declare)
+ACTION_NAMES: tuple[str, ...] = tuple(cls.__struct_config__.tag for cls in ACTION_TYPES)
+
+
+class Metrics(Struct, frozen=True):
+    """Golden signals of one service at one instant."""
+
+    latency_ms: float
+    error_rate: float
+    cpu_pct: float
+    memory_pct: float
+
+
+class ServiceCard(Struct, frozen=True):
+    """What the on-call engineer knows about a service before looking at it: the architecture."""
+
+    name: str
+    kind: str
+    depends_on: list[str]
+    user_facing: bool
+
+
+class Alert(Struct, frozen=True):
+    """A page as the pager shows it: a symptom on a service, never a diagnosis."""
+
+    service: str
+    level: Literal["critical", "warning"]
+    summary: str
+    since: str
+
+
+class Observation(Struct, kw_only=True, omit_defaults=False):
+    """What the agent sees after reset and after every step."""
+
+    task_id: str
+    incident_id: str
+    title: str
+    services: list[str]
+    topology: list[ServiceCard]
+    alerts: list[Alert]
+    visible_logs: dict[str, str]
+    visible_metrics: dict[str, Metrics]
+    step_count: int
+    max_steps: int
+    clock: str
+    message: str
+    last_action_error: str | None = None
+    score: float | None = None
+    breakdown: dict[str, float] | None = None
+    done: bool = False
+    reward: float | None = None
+    metadata: dict[str, Any] = {}
+
+
+class State(Struct, kw_only=True):
+    """Episode bookkeeping; carries no part of the answer."""
+
+    episode_id: str | None = None
+    step_count: int = 0
+    task_id: str | None = None
+    incident_id: str | None = None
+    seed: int | None = None
+    done: bool = False
+
+
+class InvalidAction(ValueError):
+    """An action that does not match the schema; the message says what is wrong and where."""
+
+
+_action_decoder = msgspec.json.Decoder(Action)
+_action_converter_type = Action
+
+
+def parse_action(payload: Any) -> Action:
+    """Validate a decoded JSON object (or raw JSON bytes/str) into a typed action."""
+    try:
+        if isinstance(payload, bytes | str):
+            return _action_decoder.decode(payload)
+        return msgspec.convert(payload, _action_converter_type)
+    except msgspec.ValidationError as exc:
+        raise InvalidAction(_explain(exc, payload)) from None
+    except msgspec.DecodeError as exc:
+        raise InvalidAction(f"action is not valid JSON: {exc}") from None
+
+
+def _explain(exc: msgspec.ValidationError, payload: Any) -> str:
+    text = str(exc)
+    if "field `action`" in text or "`$.action`" in text:
+        return f"{text}; `action` must be one of: {', '.join(ACTION_NAMES)}"
+    return text
+
+
+def schemas() -> dict[str, Any]:
+    """JSON Schemas of the action union, the observation and the state."""
+    return {
+        "action": msgspec.json.schema(Action),
+        "observation": msgspec.json.schema(Observation),
+        "state": msgspec.json.schema(State),
+    }
