@@ -115,8 +115,11 @@ class InvalidAction(ValueError):
     """An action that does not match the schema; the message says what is wrong and where."""
 
 
+class InvalidReset(ValueError):
+    """Reset arguments that name no task or incident, or a seed out of range."""
+
+
 _action_decoder = msgspec.json.Decoder(Action)
-_action_converter_type = Action
 
 
 def parse_action(payload: Any) -> Action:
@@ -124,7 +127,7 @@ def parse_action(payload: Any) -> Action:
     try:
         if isinstance(payload, bytes | str):
             return _action_decoder.decode(payload)
-        return msgspec.convert(payload, _action_converter_type)
+        return msgspec.convert(payload, Action)
     except msgspec.ValidationError as exc:
         raise InvalidAction(_explain(exc, payload)) from None
     except msgspec.DecodeError as exc:

@@ -1,0 +1,102 @@
+"""The Incident spec (pure data) and the loading of curated incident files."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Literal
+
+import msgspec
+from msgspec import Struct
+
+from .faults import FAULTS
+from .topology import KINDS, dependency_order
+
+DistractionKind = Literal["noisy_neighbour", "recent_deploy", "misleading_log", "flaky_errors", "stale_alert"]
+
+
+class ServiceSpec(Struct, frozen=True, forbid_unknown_fields=True):
+    name: str
+    kind: str
+    depends_on: list[str] = []
+    user_facing: bool = False
+
+
+class FaultSpec(Struct, frozen=True, forbid_unknown_fields=True):
+    service: str
+    type: str
+    intensity: float = 1.0
+
+
+class Distraction(Struct, frozen=True, forbid_unknown_fields=True):
+    """A red herring: a real but unrelated signal, labelled so that tests and analysis can find it."""
+
+    kind: DistractionKind
+    service: str
+    blames: str | None = None
+
+
+class Incident(Struct, frozen=True, forbid_unknown_fields=True):
+    id: str
+    services: list[ServiceSpec]
+    faults: list[FaultSpec]
+    initial_visible: str
+    distractions: list[Distraction] = []
+    started_at: str = "2026-03-29T14:00:00Z"
+
+    def service(self, name: str) -> ServiceSpec:
+        for spec in self.services:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+    @property
+    def names(self) -> list[str]:
+        return [spec.name for spec in self.services]
+
+
+class IncidentError(ValueError):
+    """An incident file that does not describe a well-formed incident."""
+
+
+def validate(incident: Incident) -> Incident:
+    """Check the references inside an incident; raise IncidentError naming the first problem."""
+    names = set(incident.names)
+    if len(names) != len(incident.services):
+        raise IncidentError(f"{incident.id}: duplicate service names")
+    for spec in incident.services:
+        if spec.kind not in KINDS:
+            raise IncidentError(f"{incident.id}: {spec.name} has unknown kind {spec.kind!r}")
+        missing = set(spec.depends_on) - names
+        if missing:
+            raise IncidentError(f"{incident.id}: {spec.name} depends on unknown {sorted(missing)}")
+    try:
+        dependency_order({spec.name: spec.depends_on for spec in incident.services})
+    except ValueError as exc:
+        raise IncidentError(f"{incident.id}: {exc}") from None
+    if not incident.faults:
+        raise IncidentError(f"{incident.id}: no fault")
+    for fault in incident.faults:
+        if fault.service not in names:
+            raise IncidentError(f"{incident.id}: fault on unknown service {fault.service!r}")
+        fault_type = FAULTS.get(fault.type)
+        if fault_type is None:
+            raise IncidentError(f"{incident.id}: unknown fault type {fault.type!r}")
+        if incident.service(fault.service).kind not in fault_type.kinds:
+            raise IncidentError(f"{incident.id}: {fault.type} cannot occur on a {incident.service(fault.service).kind}")
+        if not 0.0 < fault.intensity <= 1.0:
+            raise IncidentError(f"{incident.id}: intensity must be in (0, 1]")
+    for distraction in incident.distractions:
+        if distraction.service not in names or (distraction.blames and distraction.blames not in names):
+            raise IncidentError(f"{incident.id}: distraction names an unknown service")
+    if incident.initial_visible not in names:
+        raise IncidentError(f"{incident.id}: initial_visible is not a service")
+    return incident
+
+
+@cache
+def load_suite(name: str) -> tuple[Incident, ...]:
+    """The curated incidents of one suite, from `incidents/<name>.json`, validated."""
+    raw = resources.files(__package__).joinpath("incidents", f"{name}.json").read_bytes()
+    incidents = msgspec.json.decode(raw, type=list[Incident])
+    return tuple(validate(incident) for incident in incidents)

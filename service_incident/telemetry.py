@@ -1,0 +1,208 @@
+"""Telemetry rendered from the world: log lines, metrics and alerts as an on-call engineer sees them.
+
+Every rendering draws from its own RNG keyed by (episode seed, service, what, step), so a service's
+text is the same whatever was inspected before it and whatever else runs in the process.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from datetime import datetime, timedelta
+
+from .faults import FAULTS
+from .models import Alert, Metrics
+from .topology import KINDS
+from .world import P1_ERROR_RATE, P1_LATENCY_MS, World
+
+LOG_LINES = 8
+LOG_WINDOW_S = 120
+STEP_MINUTES = 1
+ANOMALY_LEVELS = frozenset({"WARN", "ERROR", "CRIT"})
+# What an engineer would call abnormal on a dashboard; also what earns the information reward.
+ANOMALY_ERROR_RATE = 0.02
+ANOMALY_CPU_PCT = 85.0
+ANOMALY_MEMORY_PCT = 90.0
+METRIC_NOISE = 0.04
+NON_FACING_ERROR_ALERT = 0.10
+CPU_ALERT_PCT = 90.0
+MEMORY_ALERT_PCT = 92.0
+
+_FIELD = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
+
+
+def rng_for(seed: int, *key: object) -> random.Random:
+    return random.Random(":".join(map(str, (seed, *key))))
+
+
+def parse_time(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def format_time(moment: datetime, millis: bool = False) -> str:
+    if millis:
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def clock(world: World, step: int) -> datetime:
+    return parse_time(world.incident.started_at) + timedelta(minutes=STEP_MINUTES * step)
+
+
+def fill(template: str, rng: random.Random, context: dict[str, str]) -> str:
+    """Expand a log template: {int:a:b}, {float:a:b}, {hex:n}, {pick:a|b} and named context fields."""
+
+    def expand(match: re.Match[str]) -> str:
+        name, arg = match.group(1), match.group(2)
+        if name == "int":
+            low, high = arg.split(":")
+            return str(rng.randint(int(low), int(high)))
+        if name == "float":
+            low, high = arg.split(":")
+            return f"{rng.uniform(float(low), float(high)):.1f}"
+        if name == "hex":
+            return f"{rng.getrandbits(4 * int(arg)):0{int(arg)}x}"
+        if name == "pick":
+            return rng.choice(arg.split("|"))
+        return fill(context[name], rng, context) if name == "endpoint" else context[name]
+
+    return _FIELD.sub(expand, template)
+
+
+class Telemetry:
+    """Renders what the agent can observe of one world, for one episode seed."""
+
+    def __init__(self, world: World, seed: int) -> None:
+        self.world = world
+        self.seed = seed
+        incident = world.incident
+        self._hosts = {
+            spec.name: f"{spec.name}-{rng_for(0, incident.id, spec.name, 'host').getrandbits(20):05x}"
+            for spec in incident.services
+        }
+        self._versions = {
+            spec.name: "v{}.{}.{}".format(*rng_for(0, incident.id, spec.name, "version").choices(range(1, 20), k=3))
+            for spec in incident.services
+        }
+
+    def logs(self, service: str, step: int) -> str:
+        world, incident = self.world, self.world.incident
+        rng = rng_for(self.seed, incident.id, service, "logs", step)
+        spec = incident.service(service)
+        profile = KINDS[spec.kind]
+        state = world.states[service]
+        context = {
+            "svc": service,
+            "version": self._versions[service],
+            "endpoint": rng.choice(profile.endpoints),
+            "expired": format_time(parse_time(incident.started_at) - timedelta(days=rng.randint(1, 4))),
+        }
+        lines: list[str] = []
+        for fault in incident.faults:
+            if fault.service == service:
+                templates = FAULTS[fault.type].logs
+                count = max(2, round(2 + 3 * fault.intensity))
+                lines += [templates[i % len(templates)] for i in range(count)]
+        for upstream, share in state.failing_upstreams:
+            caller_log = _caller_template(world, upstream)
+            count = min(4, math.ceil(1 + share * 6))
+            lines += [caller_log.replace("{upstream}", upstream)] * count
+        for distraction in incident.distractions:
+            if distraction.service == service:
+                lines += _DISTRACTION_LOGS[distraction.kind](distraction.blames or "")
+        routine = max(2, LOG_LINES - len(lines))
+        lines += [rng.choice(profile.routine_logs) for _ in range(routine)]
+        rng.shuffle(lines)
+        now = clock(world, step)
+        offsets = sorted(rng.uniform(0, LOG_WINDOW_S) for _ in lines)
+        host, process = self._hosts[service], profile.process
+        rendered = []
+        for offset, template in zip(offsets, lines, strict=True):
+            moment = now - timedelta(seconds=LOG_WINDOW_S - offset)
+            context["endpoint"] = rng.choice(profile.endpoints)
+            level, _, message = fill(template, rng, context).partition(" ")
+            pid = rng_for(0, incident.id, service, "pid").randint(100, 9999)
+            rendered.append(f"{format_time(moment, millis=True)} {host} {process}[{pid}]: {level:<5} {message}")
+        return "\n".join(rendered)
+
+    def metrics(self, service: str, step: int) -> Metrics:
+        rng = rng_for(self.seed, self.world.incident.id, service, "metrics", step)
+        state = self.world.states[service]
+
+        def jitter(value: float) -> float:
+            return value * (1.0 + rng.uniform(-METRIC_NOISE, METRIC_NOISE))
+
+        return Metrics(
+            latency_ms=float(round(jitter(state.latency_ms))),
+            error_rate=round(min(1.0, jitter(state.error_rate)), 3),
+            cpu_pct=round(min(100.0, jitter(state.cpu_pct)), 1),
+            memory_pct=round(min(100.0, jitter(state.memory_pct)), 1),
+        )
+
+    def alerts(self, step: int) -> list[Alert]:
+        world, incident = self.world, self.world.incident
+        since = format_time(parse_time(incident.started_at) - timedelta(minutes=5))
+        alerts: list[Alert] = []
+        for spec in incident.services:
+            state = world.states[spec.name]
+            if spec.user_facing and state.error_rate >= ANOMALY_ERROR_RATE:
+                level = "critical" if state.error_rate >= P1_ERROR_RATE else "warning"
+                summary = f"HTTP 5xx ratio {100 * state.error_rate:.1f}% over 5m (SLO 99.5%)"
+                alerts.append(Alert(spec.name, level, summary, since))
+            elif not spec.user_facing and state.error_rate >= NON_FACING_ERROR_ALERT:
+                alerts.append(Alert(spec.name, "warning", f"error ratio {100 * state.error_rate:.1f}% over 5m", since))
+            if spec.user_facing and state.latency_ms >= P1_LATENCY_MS:
+                summary = f"p99 latency {state.latency_ms:.0f} ms over 5m (objective 800 ms)"
+                alerts.append(Alert(spec.name, "warning", summary, since))
+            if state.cpu_pct >= CPU_ALERT_PCT:
+                alerts.append(Alert(spec.name, "warning", f"CPU {state.cpu_pct:.0f}% for 10m", since))
+            if state.memory_pct >= MEMORY_ALERT_PCT:
+                alerts.append(Alert(spec.name, "warning", f"memory {state.memory_pct:.0f}% of limit", since))
+        stale = format_time(parse_time(incident.started_at) - timedelta(hours=3, minutes=12))
+        for distraction in incident.distractions:
+            if distraction.kind == "stale_alert":
+                alerts.append(Alert(distraction.service, "warning", "disk usage /var/log 83% (threshold 80%)", stale))
+        alerts.sort(key=lambda a: (a.level != "critical", not incident.service(a.service).user_facing))
+        return alerts
+
+    def logs_anomalous(self, text: str) -> bool:
+        return any(line.split()[3] in ANOMALY_LEVELS for line in text.splitlines())
+
+    def metrics_anomalous(self, service: str, metrics: Metrics) -> bool:
+        baseline = KINDS[self.world.incident.service(service).kind].latency_ms
+        return (
+            metrics.error_rate >= ANOMALY_ERROR_RATE
+            or metrics.latency_ms >= 3 * baseline + 200
+            or metrics.cpu_pct >= ANOMALY_CPU_PCT
+            or metrics.memory_pct >= ANOMALY_MEMORY_PCT
+        )
+
+
+def _caller_template(world: World, upstream: str) -> str:
+    """What a caller logs when calls to `upstream` fail: the fault's own symptom, or a plain 5xx/timeout."""
+    for fault in world.incident.faults:
+        if fault.service == upstream:
+            return FAULTS[fault.type].caller_log
+    if world.states[upstream].latency_ms >= 600:
+        return 'ERROR req={hex:8} "{endpoint}" status=504 upstream={upstream} err="deadline exceeded after 2000ms"'
+    return 'ERROR req={hex:8} "{endpoint}" status=503 upstream={upstream} err="upstream returned 503"'
+
+
+_DISTRACTION_LOGS = {
+    "noisy_neighbour": lambda _: [
+        "INFO batch job reindex-{hex:4} running, processed {int:10000:90000} rows",
+        "INFO background compaction in progress ({int:20:80}% done)",
+    ],
+    "recent_deploy": lambda _: ["INFO deployment {version} rolled out: 3/3 pods ready, health checks passing"],
+    "misleading_log": lambda blamed: [
+        f"WARN slow response from upstream={blamed} rt={{int:300:700}}ms, retrying (attempt 2/3)",
+        f"WARN slow response from upstream={blamed} rt={{int:300:700}}ms, retrying (attempt 2/3)",
+    ],
+    "flaky_errors": lambda _: [
+        "ERROR partner webhook delivery failed: x509: certificate signed by unknown authority host=hooks.partner.io",
+        "ERROR partner webhook delivery failed: x509: certificate signed by unknown authority host=hooks.partner.io",
+        "WARN nightly export job retry {int:2:5}/5",
+    ],
+    "stale_alert": lambda _: [],
+}
