@@ -139,7 +139,7 @@ FAULTS: Mapping[str, FaultType] = {
                 "WARN provider responded 429 Too Many Requests retry_after={int:20:120}s quota=per-minute",
                 "WARN retry budget exhausted for {int:20:90} requests to provider",
             ),
-            'ERROR req={hex:8} "{endpoint}" status=503 upstream={upstream} err="upstream rate limited"',
+            'ERROR req={hex:8} "{endpoint}" status=503 upstream={upstream} err="upstream answered 429 Too Many Requests"',
             fix="escalate",
         ),
         FaultType(
