@@ -76,15 +76,13 @@ class Telemetry:
     def __init__(self, world: World, seed: int) -> None:
         self.world = world
         self.seed = seed
-        incident = world.incident
-        self._hosts = {
-            spec.name: f"{spec.name}-{rng_for(0, incident.id, spec.name, 'host').getrandbits(20):05x}"
-            for spec in incident.services
-        }
-        self._versions = {
-            spec.name: "v{}.{}.{}".format(*rng_for(0, incident.id, spec.name, "version").choices(range(1, 20), k=3))
-            for spec in incident.services
-        }
+        self._identity: dict[str, tuple[str, str, int]] = {}
+        for spec in world.incident.services:
+            # Hosts, builds and pids belong to the system, not to the episode: keyed without the seed.
+            rng = rng_for(0, world.incident.id, spec.name, "identity")
+            version = "v{}.{}.{}".format(*rng.choices(range(1, 20), k=3))
+            self._identity[spec.name] = (f"{spec.name}-{rng.getrandbits(20):05x}", version, rng.randint(100, 9999))
+        self._alerts: dict[int, list[Alert]] = {}
 
     def logs(self, service: str, step: int) -> str:
         world, incident = self.world, self.world.incident
@@ -92,9 +90,10 @@ class Telemetry:
         spec = incident.service(service)
         profile = KINDS[spec.kind]
         state = world.states[service]
+        host, version, pid = self._identity[service]
         context = {
             "svc": service,
-            "version": self._versions[service],
+            "version": version,
             "endpoint": rng.choice(profile.endpoints),
             "expired": format_time(parse_time(incident.started_at) - timedelta(days=rng.randint(1, 4))),
         }
@@ -116,13 +115,12 @@ class Telemetry:
         rng.shuffle(lines)
         now = clock(world, step)
         offsets = sorted(rng.uniform(0, LOG_WINDOW_S) for _ in lines)
-        host, process = self._hosts[service], profile.process
+        process = profile.process
         rendered = []
         for offset, template in zip(offsets, lines, strict=True):
             moment = now - timedelta(seconds=LOG_WINDOW_S - offset)
             context["endpoint"] = rng.choice(profile.endpoints)
             level, _, message = fill(template, rng, context).partition(" ")
-            pid = rng_for(0, incident.id, service, "pid").randint(100, 9999)
             rendered.append(f"{format_time(moment, millis=True)} {host} {process}[{pid}]: {level:<5} {message}")
         return "\n".join(rendered)
 
@@ -141,6 +139,11 @@ class Telemetry:
         )
 
     def alerts(self, step: int) -> list[Alert]:
+        if step not in self._alerts:
+            self._alerts[step] = self._render_alerts(step)
+        return self._alerts[step]
+
+    def _render_alerts(self, step: int) -> list[Alert]:
         world, incident = self.world, self.world.incident
         since = format_time(parse_time(incident.started_at) - timedelta(minutes=5))
         alerts: list[Alert] = []
