@@ -39,6 +39,15 @@ class FaultType:
     # Calls that fail on the caller's side although this service logs no error: cache misses,
     # requests its clients give up on.
     caller_failure: float = 0.0
+    # Remedies that buy a few steps of relief before the fault relapses (a restart of a saturated
+    # service empties its queues; the load is still there).
+    relief: tuple[Remedy, ...] = ()
+    # The change that shipped the fault, as the deploy history lists it; None when no change did.
+    change: str | None = None
+    # What the database's own diagnostics show (run_db_query), for faults that live in a database.
+    db_report: str | None = None
+    # Whether the orchestrator keeps restarting the service (crash loops, OOM kills).
+    restarts: bool = False
 
 
 _CALLER_5XX = 'ERROR req={hex:8} "{endpoint}" status=503 upstream={upstream} err="upstream returned 503"'
@@ -54,7 +63,7 @@ FAULTS: Mapping[str, FaultType] = {
                 "ERROR unhandled exception in request handler build={version} trace_id={hex:16}",
                 "WARN error budget burn rate {int:12:40}x over 5m window",
             ),
-            _CALLER_5XX, fix="rollback", acceptable=(),
+            _CALLER_5XX, fix="rollback", change="deploy {version}: payload schema update",
         ),
         FaultType(
             "canary_misconfiguration", (*APP_KINDS, "gateway"), 0.18, 30, None, None, "degraded",
@@ -64,7 +73,7 @@ FAULTS: Mapping[str, FaultType] = {
                 "INFO canary {version} receiving {int:9:11}% of traffic",
             ),
             'ERROR req={hex:8} "{endpoint}" status=401 upstream={upstream} err="upstream rejected credentials"',
-            fix="rollback",
+            fix="rollback", change="canary {version} started at 10% of traffic",
         ),
         FaultType(
             "crash_loop", (*APP_KINDS, "gateway", "cache", "queue"), 0.96, 0, 4, 12, "down",
@@ -74,7 +83,7 @@ FAULTS: Mapping[str, FaultType] = {
                 "CRIT process exited status=139 after {float:0:3}s uptime",
             ),
             'ERROR req={hex:8} "{endpoint}" status=502 upstream={upstream} err="connection refused"',
-            fix="restart", acceptable=("rollback",),
+            fix="restart", restarts=True,
         ),
         FaultType(
             "traffic_spike", (*APP_KINDS, "gateway"), 0.3, 2600, 97, None, "degraded",
@@ -84,7 +93,7 @@ FAULTS: Mapping[str, FaultType] = {
                 'ERROR req={hex:8} "{endpoint}" status=503 err="server overloaded, retry later"',
             ),
             'ERROR req={hex:8} "{endpoint}" status=504 upstream={upstream} err="deadline exceeded after 2000ms"',
-            fix="scale_up",
+            fix="scale_up", relief=("restart",),
         ),
         FaultType(
             "memory_leak", (*APP_KINDS, "gateway", "search"), 0.35, 900, 70, 98, "degraded",
@@ -93,7 +102,16 @@ FAULTS: Mapping[str, FaultType] = {
                 "ERROR java.lang.OutOfMemoryError: Java heap space",
                 "WARN container {svc} OOMKilled restarts={int:3:9} in 10m",
             ),
-            _CALLER_5XX, fix="restart", acceptable=("scale_up",),
+            _CALLER_5XX, fix="rollback", relief=("restart", "scale_up"), change="deploy {version}: response cache for sessions", restarts=True,
+        ),
+        FaultType(
+            "memory_exhaustion", (*APP_KINDS, "gateway", "search"), 0.4, 400, 60, 99, "degraded",
+            (
+                "WARN container {svc} OOMKilled: memory limit 512Mi reached, restarts={int:3:9} in 10m",
+                "WARN working set {int:500:512}Mi of 512Mi limit; requests in flight {int:200:600}",
+                'ERROR req={hex:8} "{endpoint}" status=503 err="pod not ready (restarting)"',
+            ),
+            _CALLER_5XX, fix="scale_up", relief=("restart",), restarts=True,
         ),
         FaultType(
             "connection_pool_exhaustion", (*APP_KINDS, "database"), 0.75, 4800, 96, 90, "degraded",
@@ -104,6 +122,8 @@ FAULTS: Mapping[str, FaultType] = {
             ),
             'ERROR req={hex:8} "{endpoint}" status=504 upstream={upstream} err="timeout acquiring connection after 2000ms"',
             fix="restart", acceptable=("scale_up",),
+            db_report="connections: active=100 idle=0 max=100 waiting={int:300:900}; longest wait {float:8:30}s; "
+            "top client: {pick:auth|payments|orders} ({int:60:95} connections, state idle in transaction)",
         ),
         FaultType(
             "thread_pool_starvation", (*APP_KINDS, "gateway"), 0.24, 1500, 66, None, "degraded",
@@ -123,6 +143,8 @@ FAULTS: Mapping[str, FaultType] = {
             ),
             'ERROR req={hex:8} "{endpoint}" status=500 upstream={upstream} err="write failed: could not extend file"',
             fix="scale_up", data_at_risk=True,
+            db_report="disk: /var/lib/postgresql 100% used (0 B free); WAL {int:40:60}GB; "
+            "last checkpoint failed; {int:20:90} transactions aborted in the last minute",
         ),
         FaultType(
             "cache_eviction", ("cache",), 0.0, 3, 55, 99, "degraded",
@@ -152,6 +174,8 @@ FAULTS: Mapping[str, FaultType] = {
             ),
             'ERROR req={hex:8} "{endpoint}" status=504 upstream={upstream} err="query canceled: statement timeout"',
             fix="restart",
+            db_report="locks: {int:30:120} sessions waiting; blocker pid {int:1000:9999} holds AccessExclusiveLock for "
+            "{int:60:600}s running ALTER TABLE; connections active={int:60:95} max=100",
         ),
         FaultType(
             "slow_query", ("database",), 0.06, 680, 86, None, "degraded",
@@ -161,7 +185,9 @@ FAULTS: Mapping[str, FaultType] = {
                 "WARN temporary file: path \"base/pgsql_tmp/pgsql_tmp{int:1000:9999}.0\", size {int:100:900}000000",
             ),
             'ERROR req={hex:8} "{endpoint}" status=504 upstream={upstream} err="query canceled: statement timeout"',
-            fix="rollback", acceptable=("scale_up",),
+            fix="rollback", acceptable=("scale_up",), change="migration {version}: drop index on customer_id",
+            db_report="slowest statements: SELECT ... WHERE customer_id = $1 mean {int:3000:9000}ms calls={int:200:900}/min "
+            "(Seq Scan, rows={int:2:9}000000); connections active={int:40:80} max=100",
         ),
         FaultType(
             "tls_cert_expired", (*APP_KINDS, "gateway"), 0.6, 40, None, None, "degraded",
@@ -171,7 +197,7 @@ FAULTS: Mapping[str, FaultType] = {
                 "WARN {int:40:70}% of TLS handshakes failing over last 5m",
             ),
             'ERROR req={hex:8} "{endpoint}" status=502 upstream={upstream} err="upstream TLS handshake failed"',
-            fix="rollback",
+            fix="escalate",
         ),
         FaultType(
             "null_pointer", APP_KINDS, 0.42, 20, None, None, "degraded",
@@ -180,7 +206,7 @@ FAULTS: Mapping[str, FaultType] = {
                 'TokenValidator.validate(TokenValidator.java:{int:100:200})" build={version}',
                 "ERROR unhandled exception in request handler build={version} trace_id={hex:16}",
             ),
-            _CALLER_5XX, fix="rollback",
+            _CALLER_5XX, fix="rollback", change="deploy {version}: token validation refactor",
         ),
         FaultType(
             "clock_skew", APP_KINDS, 0.25, 30, None, None, "degraded",
@@ -209,6 +235,7 @@ FAULTS: Mapping[str, FaultType] = {
             ),
             'ERROR req={hex:8} "{endpoint}" status=503 upstream={upstream} err="READONLY replica refused write"',
             fix="restart",
+            db_report="replication: role=replica (promotion pending) read_only=on; replicas in sync 0/2",
         ),
     )
 }

@@ -13,6 +13,7 @@ from .faults import FAULTS
 from .topology import KINDS, dependency_order
 
 DistractionKind = Literal["noisy_neighbour", "recent_deploy", "misleading_log", "flaky_errors", "stale_alert"]
+LogGap = Literal["partial", "empty"]
 
 
 class ServiceSpec(Struct, frozen=True, forbid_unknown_fields=True):
@@ -23,9 +24,14 @@ class ServiceSpec(Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class FaultSpec(Struct, frozen=True, forbid_unknown_fields=True):
+    """A fault: where, what, how hard, and when it starts and worsens (steps from the page)."""
+
     service: str
     type: str
     intensity: float = 1.0
+    onset: int = 0
+    intensify_at: int | None = None
+    peak: float = 1.0
 
 
 class Distraction(Struct, frozen=True, forbid_unknown_fields=True):
@@ -43,6 +49,10 @@ class Incident(Struct, frozen=True, forbid_unknown_fields=True):
     initial_visible: str
     distractions: list[Distraction] = []
     started_at: str = "2026-03-29T14:00:00Z"
+    # Telemetry imperfections: metrics that trail the world by `metrics_lag` steps, and services
+    # whose log shipping drops lines or delivers none.
+    metrics_lag: int = 0
+    log_gaps: dict[str, LogGap] = {}
 
     def service(self, name: str) -> ServiceSpec:
         for spec in self.services:
@@ -84,11 +94,13 @@ def validate(incident: Incident) -> Incident:
             raise IncidentError(f"{incident.id}: unknown fault type {fault.type!r}")
         if incident.service(fault.service).kind not in fault_type.kinds:
             raise IncidentError(f"{incident.id}: {fault.type} cannot occur on a {incident.service(fault.service).kind}")
-        if not 0.0 < fault.intensity <= 1.0:
-            raise IncidentError(f"{incident.id}: intensity must be in (0, 1]")
+        if not (0.0 < fault.intensity <= 1.0 and 0.0 < fault.peak <= 1.0):
+            raise IncidentError(f"{incident.id}: intensity and peak must be in (0, 1]")
     for distraction in incident.distractions:
         if distraction.service not in names or (distraction.blames and distraction.blames not in names):
             raise IncidentError(f"{incident.id}: distraction names an unknown service")
+    if set(incident.log_gaps) - names:
+        raise IncidentError(f"{incident.id}: log gap on an unknown service")
     if incident.initial_visible not in names:
         raise IncidentError(f"{incident.id}: initial_visible is not a service")
     return incident

@@ -83,50 +83,54 @@ class Telemetry:
             version = "v{}.{}.{}".format(*rng.choices(range(1, 20), k=3))
             self._identity[spec.name] = (f"{spec.name}-{rng.getrandbits(20):05x}", version, rng.randint(100, 9999))
         self._alerts: dict[int, list[Alert]] = {}
+        started = parse_time(world.incident.started_at)
+        self._expired = format_time(started - timedelta(days=rng_for(0, world.incident.id, "cert").randint(1, 4)))
 
     def logs(self, service: str, step: int) -> str:
         world, incident = self.world, self.world.incident
+        gap = incident.log_gaps.get(service)
+        if gap == "empty":
+            return f"(no log lines received from {service} in the last {LOG_WINDOW_S} s: log shipper backlog)"
         rng = rng_for(self.seed, incident.id, service, "logs", step)
-        spec = incident.service(service)
-        profile = KINDS[spec.kind]
-        state = world.states[service]
+        profile = KINDS[incident.service(service).kind]
+        state = world.states_at(step)[service]
         host, version, pid = self._identity[service]
-        context = {
-            "svc": service,
-            "version": version,
-            "endpoint": rng.choice(profile.endpoints),
-            "expired": format_time(parse_time(incident.started_at) - timedelta(days=rng.randint(1, 4))),
-        }
-        lines: list[str] = []
+        context = {"svc": service, "version": version, "expired": self._expired}
+        signature: list[str] = []
         for fault in incident.faults:
-            if fault.service == service:
+            if fault.service == service and state.fault_strength > 0.0:
                 templates = FAULTS[fault.type].logs
-                count = max(2, round(2 + 3 * fault.intensity))
-                lines += [templates[i % len(templates)] for i in range(count)]
+                count = max(2, round(2 + 3 * min(1.0, state.fault_strength)))
+                signature += [templates[i % len(templates)] for i in range(count)]
+        lines = list(signature)
         for upstream, share in state.failing_upstreams:
-            caller_log = _caller_template(world, upstream)
-            count = min(4, math.ceil(1 + share * 6))
-            lines += [caller_log.replace("{upstream}", upstream)] * count
+            caller_log = _caller_template(world, upstream, step)
+            lines += [caller_log.replace("{upstream}", upstream)] * min(4, math.ceil(1 + share * 6))
         for distraction in incident.distractions:
             if distraction.service == service:
                 lines += _DISTRACTION_LOGS[distraction.kind](distraction.blames or "")
-        routine = max(2, LOG_LINES - len(lines))
-        lines += [rng.choice(profile.routine_logs) for _ in range(routine)]
+        for event in world.history:
+            if event.service == service and step - 1 <= event.step <= step:
+                lines.append(_REMEDIATION_LOGS[event.remedy])
+        lines += [rng.choice(profile.routine_logs) for _ in range(max(2, LOG_LINES - len(lines)))]
+        if gap == "partial":
+            # The shipper drops lines at random, but what reaches the index still tells the story.
+            kept = [line for line in lines if rng.random() < 0.5]
+            lines = kept + ([signature[0]] if signature and not set(signature) & set(kept) else [])
         rng.shuffle(lines)
         now = clock(world, step)
         offsets = sorted(rng.uniform(0, LOG_WINDOW_S) for _ in lines)
-        process = profile.process
         rendered = []
         for offset, template in zip(offsets, lines, strict=True):
             moment = now - timedelta(seconds=LOG_WINDOW_S - offset)
             context["endpoint"] = rng.choice(profile.endpoints)
             level, _, message = fill(template, rng, context).partition(" ")
-            rendered.append(f"{format_time(moment, millis=True)} {host} {process}[{pid}]: {level:<5} {message}")
+            rendered.append(f"{format_time(moment, millis=True)} {host} {profile.process}[{pid}]: {level:<5} {message}")
         return "\n".join(rendered)
 
     def metrics(self, service: str, step: int) -> Metrics:
         rng = rng_for(self.seed, self.world.incident.id, service, "metrics", step)
-        state = self.world.states[service]
+        state = self.world.states_at(self._lagged(step))[service]
 
         def jitter(value: float) -> float:
             return value * (1.0 + rng.uniform(-METRIC_NOISE, METRIC_NOISE))
@@ -138,23 +142,87 @@ class Telemetry:
             memory_pct=round(min(100.0, jitter(state.memory_pct)), 1),
         )
 
+    def health(self, service: str, step: int) -> str:
+        """What the orchestrator reports: readiness, restarts, the last probe."""
+        world = self.world
+        rng = rng_for(self.seed, world.incident.id, service, "health", step)
+        state = world.states_at(step)[service]
+        replicas = round(3 * world.capacity(service))
+        ready = {"ok": replicas, "degraded": replicas - 1, "down": 0}[state.health]
+        restarts = sum(
+            rng.randint(3, 9)
+            for fault in world.incident.faults
+            if fault.service == service and FAULTS[fault.type].restarts and state.fault_strength > 0
+        )
+        restarts += sum(1 for event in world.history if event.service == service and event.remedy == "restart")
+        down = state.health == "down"
+        probe = "timeout" if down else f"{round(state.latency_ms * rng.uniform(0.4, 0.6))}ms"
+        return (
+            f"status={state.health} ready={ready}/{replicas} restarts_1h={restarts} "
+            f"probe=GET /healthz result={'failed' if down else 'passed'} rt={probe}"
+        )
+
+    def deploys(self, service: str, step: int) -> str:
+        """Recent releases and configuration changes of a service, newest first."""
+        world, incident = self.world, self.world.incident
+        rng = rng_for(0, incident.id, service, "deploys")
+        _, version, _ = self._identity[service]
+        started = parse_time(incident.started_at)
+        entries: list[tuple[datetime, str]] = []
+        for fault in incident.faults:
+            change = FAULTS[fault.type].change
+            if fault.service == service and change:
+                moment = started - timedelta(minutes=rng.randint(8, 25))
+                entries.append((moment, fill(change, rng, {"version": version}) + " by ci-bot"))
+        for distraction in incident.distractions:
+            if distraction.service == service and distraction.kind == "recent_deploy":
+                moment = started - timedelta(minutes=rng.randint(10, 40))
+                entries.append((moment, f"deploy {version}: dependency updates by ci-bot"))
+        for event in world.history:
+            if event.service == service and event.remedy == "rollback" and event.step <= step:
+                entries.append((clock(world, event.step), "rollback to the previous release by on-call"))
+        older = started - timedelta(days=rng.randint(3, 12), hours=rng.randint(0, 23))
+        entries.append((older, f"deploy {version.rsplit('.', 1)[0]}.0: routine release by ci-bot"))
+        entries.sort(reverse=True)
+        return "\n".join(f"{format_time(moment)} {text}" for moment, text in entries)
+
+    def db_query(self, service: str, step: int) -> str | None:
+        """The database's own view (sessions, locks, disk); None for a service that is no database."""
+        world, incident = self.world, self.world.incident
+        if incident.service(service).kind != "database":
+            return None
+        rng = rng_for(self.seed, incident.id, service, "db", step)
+        state = world.states_at(step)[service]
+        reports = [
+            report
+            for fault in incident.faults
+            if fault.service == service and state.fault_strength > 0 and (report := FAULTS[fault.type].db_report)
+        ]
+        return "\n".join(fill(report, rng, {}) for report in reports or [_HEALTHY_DB])
+
     def alerts(self, step: int) -> list[Alert]:
-        if step not in self._alerts:
-            self._alerts[step] = self._render_alerts(step)
-        return self._alerts[step]
+        lagged = self._lagged(step)
+        if lagged not in self._alerts:
+            self._alerts[lagged] = self._render_alerts(lagged)
+        return self._alerts[lagged]
+
+    def _lagged(self, step: int) -> int:
+        return max(0, step - self.world.incident.metrics_lag)
 
     def _render_alerts(self, step: int) -> list[Alert]:
-        world, incident = self.world, self.world.incident
+        incident = self.world.incident
+        states = self.world.states_at(step)
         since = format_time(parse_time(incident.started_at) - timedelta(minutes=5))
         alerts: list[Alert] = []
         for spec in incident.services:
-            state = world.states[spec.name]
+            state = states[spec.name]
             if spec.user_facing and state.error_rate >= ANOMALY_ERROR_RATE:
                 level = "critical" if state.error_rate >= P1_ERROR_RATE else "warning"
                 summary = f"HTTP 5xx ratio {100 * state.error_rate:.1f}% over 5m (SLO 99.5%)"
                 alerts.append(Alert(spec.name, level, summary, since))
             elif not spec.user_facing and state.error_rate >= NON_FACING_ERROR_ALERT:
-                alerts.append(Alert(spec.name, "warning", f"error ratio {100 * state.error_rate:.1f}% over 5m", since))
+                summary = f"error ratio {100 * state.error_rate:.1f}% over 5m"
+                alerts.append(Alert(spec.name, "warning", summary, since))
             if spec.user_facing and state.latency_ms >= P1_LATENCY_MS:
                 summary = f"p99 latency {state.latency_ms:.0f} ms over 5m (objective 800 ms)"
                 alerts.append(Alert(spec.name, "warning", summary, since))
@@ -165,7 +233,8 @@ class Telemetry:
         stale = format_time(parse_time(incident.started_at) - timedelta(hours=3, minutes=12))
         for distraction in incident.distractions:
             if distraction.kind == "stale_alert":
-                alerts.append(Alert(distraction.service, "warning", "disk usage /var/log 83% (threshold 80%)", stale))
+                summary = "disk usage /var/log 83% (threshold 80%)"
+                alerts.append(Alert(distraction.service, "warning", summary, stale))
         alerts.sort(key=lambda a: (a.level != "critical", not incident.service(a.service).user_facing))
         return alerts
 
@@ -182,12 +251,14 @@ class Telemetry:
         )
 
 
-def _caller_template(world: World, upstream: str) -> str:
+def _caller_template(world: World, upstream: str, step: int) -> str:
     """What a caller logs when calls to `upstream` fail: the fault's own symptom, or a plain 5xx/timeout."""
-    for fault in world.incident.faults:
-        if fault.service == upstream:
-            return FAULTS[fault.type].caller_log
-    if world.states[upstream].latency_ms >= 600:
+    state = world.states_at(step)[upstream]
+    if state.fault_strength > 0.0:
+        for fault in world.incident.faults:
+            if fault.service == upstream:
+                return FAULTS[fault.type].caller_log
+    if state.latency_ms >= 600:
         return 'ERROR req={hex:8} "{endpoint}" status=504 upstream={upstream} err="deadline exceeded after 2000ms"'
     return 'ERROR req={hex:8} "{endpoint}" status=503 upstream={upstream} err="upstream returned 503"'
 
@@ -209,3 +280,15 @@ _DISTRACTION_LOGS = {
     ],
     "stale_alert": lambda _: [],
 }
+
+_REMEDIATION_LOGS = {
+    "restart": "INFO received SIGTERM, shutting down; new process started and passed readiness",
+    "rollback": "INFO rollout to the previous release complete: 3/3 pods ready",
+    "scale_up": "INFO horizontal scale-out complete: replicas doubled",
+    "escalate": "INFO incident ticket opened with the owning team",
+}
+
+_HEALTHY_DB = (
+    "connections: active={int:12:40} idle={int:10:30} max=100 waiting=0; locks waiting 0; "
+    "slowest statement mean {int:4:30}ms; disk 4{int:0:9}% used; replication lag 0s"
+)

@@ -1,22 +1,25 @@
-"""The world model: the true state of every service, derived from an incident.
+"""The world model: the true state of every service over time, derived from an incident.
 
 Faults set the state of their own service; failures then propagate to callers in dependency order
 (a caller fails the share of its calls that error or time out, weighted by how much of its work
-depends on that callee). Red herrings add real signals that do not propagate. The state is
+depends on that callee). Red herrings add real signals that do not propagate. Time advances one
+step per action: faults start, worsen on schedule, and respond to remediation (the right fix heals
+the root and its dependents recover over the next steps; a wrong one costs). The state is
 noise-free; telemetry renders it with the episode's noise.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
-from .faults import FAULTS
-from .incidents import Incident
+from .faults import FAULTS, FaultType, Remedy
+from .incidents import FaultSpec, Incident
 from .models import Severity
 from .topology import KINDS, dependency_order
 
 Health = Literal["ok", "degraded", "down"]
+Outcome = Literal["heals", "relief", "disruption", "no_effect"]
 
 # A call slower than this starts timing out at the caller; the share grows until TIMEOUT_SPAN past it.
 CALL_TIMEOUT_MS = 250.0
@@ -27,6 +30,16 @@ CALL_DEADLINE_MS = 2000.0
 # A noisy neighbour burns CPU without failing anything.
 NOISY_NEIGHBOUR_CPU = 93.0
 FLAKY_ERROR_RATE = 0.3
+
+# After the right fix the fault's strength falls through these shares, one per step, then to zero.
+RECOVERY = (0.5, 0.2)
+# An escalation is acted on by the owning team this many steps later.
+ESCALATION_DELAY = 1
+# Relief from a palliative remedy lasts this many steps at this share of the fault's strength.
+RELIEF_STEPS = 2
+RELIEF_SHARE = 0.3
+# Restarting a service fails this share of its requests during the step it restarts in.
+RESTART_DISRUPTION = 0.5
 
 # The severity rubric, from user-facing impact (README documents these very numbers).
 P0_ERROR_RATE = 0.35
@@ -47,90 +60,204 @@ class ServiceState:
     call_failure: float
     # Upstreams whose failures this service suffers, with the share of its calls they fail.
     failing_upstreams: tuple[tuple[str, float], ...]
+    # How strongly each of its own faults currently shows (0 when healed or not yet started).
+    fault_strength: float
 
 
+@dataclass(slots=True)
+class _FaultRun:
+    spec: FaultSpec
+    kind: FaultType
+    healed_at: int | None = None
+    relief: tuple[int, int] | None = None
+
+    def strength(self, step: int) -> float:
+        spec = self.spec
+        if step < spec.onset:
+            return 0.0
+        worse = spec.intensify_at is not None and step >= spec.intensify_at
+        if worse and self.healed_at is not None and self.healed_at <= spec.intensify_at:
+            worse = False
+        strength = max(spec.intensity, spec.peak) if worse else spec.intensity
+        if self.healed_at is not None and step >= self.healed_at:
+            since = step - self.healed_at
+            strength *= RECOVERY[since] if since < len(RECOVERY) else 0.0
+        if self.relief is not None and self.relief[0] <= step < self.relief[1]:
+            strength *= RELIEF_SHARE
+        return strength
+
+
+@dataclass(frozen=True, slots=True)
+class Remediation:
+    step: int
+    remedy: Remedy
+    service: str
+    outcome: Outcome
+
+
+@dataclass(slots=True)
 class World:
-    """The simulated system of one episode."""
+    """The simulated system of one episode, at `step`."""
 
-    def __init__(self, incident: Incident) -> None:
-        self.incident = incident
-        self.order = dependency_order({spec.name: spec.depends_on for spec in incident.services})
-        self.states = self._simulate()
+    incident: Incident
+    step: int = 0
+    history: list[Remediation] = field(default_factory=list)
+    _runs: list[_FaultRun] = field(default_factory=list)
+    _order: list[str] = field(default_factory=list)
+    _capacity: dict[str, float] = field(default_factory=dict)
+    _restarts: dict[str, set[int]] = field(default_factory=dict)
+    _rolled_back: set[str] = field(default_factory=set)
+    _cache: dict[int, dict[str, ServiceState]] = field(default_factory=dict)
 
-    def _simulate(self) -> dict[str, ServiceState]:
+    def __post_init__(self) -> None:
+        self._runs = [_FaultRun(spec, FAULTS[spec.type]) for spec in self.incident.faults]
+        self._order = dependency_order({s.name: s.depends_on for s in self.incident.services})
+
+    @property
+    def states(self) -> dict[str, ServiceState]:
+        return self.states_at(self.step)
+
+    def states_at(self, step: int) -> dict[str, ServiceState]:
+        if step not in self._cache:
+            self._cache[step] = self._simulate(step)
+        return self._cache[step]
+
+    def advance(self) -> None:
+        self.step += 1
+
+    @property
+    def root_causes(self) -> frozenset[str]:
+        return frozenset(fault.service for fault in self.incident.faults)
+
+    def capacity(self, service: str) -> float:
+        """How many times its original size a service has been scaled to."""
+        return self._capacity.get(service, 1.0)
+
+    def deployed(self, service: str) -> bool:
+        """Whether a recent change on this service can be rolled back."""
+        if service in self._rolled_back:
+            return False
+        if any(run.spec.service == service and run.kind.change for run in self._runs):
+            return True
+        return any(d.kind == "recent_deploy" and d.service == service for d in self.incident.distractions)
+
+    def remediate(self, remedy: Remedy, service: str) -> Outcome:
+        """Apply a remedy now. The outcome is the world's truth, for grading; agents see telemetry."""
+        step = self.step
+        outcome: Outcome = "no_effect"
+        for run in self._runs:
+            if run.spec.service != service or run.healed_at is not None:
+                continue
+            if remedy == run.kind.fix or remedy in run.kind.acceptable:
+                run.healed_at = step + (ESCALATION_DELAY if remedy == "escalate" else 0)
+                outcome = "heals"
+            elif remedy in run.kind.relief and outcome != "heals":
+                run.relief = (step, step + RELIEF_STEPS)
+                outcome = "relief"
+        if remedy == "restart" and outcome != "heals":
+            self._restarts.setdefault(service, set()).add(step)
+            outcome = "disruption" if outcome == "no_effect" else outcome
+        elif remedy == "scale_up":
+            self._capacity[service] = self._capacity.get(service, 1.0) * 2.0
+        elif remedy == "rollback" and self.deployed(service):
+            self._rolled_back.add(service)
+        # The future changed: forget what was simulated from now on.
+        self._cache = {s: states for s, states in self._cache.items() if s < step}
+        self.history.append(Remediation(step, remedy, service, outcome))
+        return outcome
+
+    def restored(self) -> bool:
+        """Every fault healed and every user-facing service back within its objectives."""
+        if any(run.strength(self.step) > 0.0 or run.healed_at is None for run in self._runs):
+            return False
+        return all(
+            self.states[s.name].error_rate < P1_ERROR_RATE for s in self.incident.services if s.user_facing
+        )
+
+    def user_facing_impact(self, step: int | None = None) -> tuple[float, float]:
+        """Worst error rate and worst p99 latency any user sees at a step (now by default)."""
+        states = self.states_at(self.step if step is None else step)
+        facing = [states[s.name] for s in self.incident.services if s.user_facing]
+        return max(s.error_rate for s in facing), max(s.latency_ms for s in facing)
+
+    def severity(self) -> Severity:
+        """The rubric applied to the worst impact users have seen so far in the episode.
+
+        P0 a user-facing capability down or data at risk, P1 major degradation, P2 minor.
+        """
+        at_risk = any(run.kind.data_at_risk and run.spec.onset <= self.step for run in self._runs)
+        worst = "P2"
+        for step in range(self.step + 1):
+            error_rate, latency = self.user_facing_impact(step)
+            if at_risk or error_rate >= P0_ERROR_RATE or latency >= P0_LATENCY_MS:
+                return "P0"
+            if error_rate >= P1_ERROR_RATE or latency >= P1_LATENCY_MS:
+                worst = "P1"
+        return worst
+
+    def _simulate(self, step: int) -> dict[str, ServiceState]:
         incident = self.incident
-        faults = {fault.service: fault for fault in incident.faults}
         noisy = {d.service for d in incident.distractions if d.kind == "noisy_neighbour"}
         flaky = {d.service for d in incident.distractions if d.kind == "flaky_errors"}
         states: dict[str, ServiceState] = {}
-        for name in self.order:
+        for name in self._order:
             spec = incident.service(name)
             profile = KINDS[spec.kind]
             latency, cpu, memory = profile.latency_ms, profile.cpu_pct, profile.memory_pct
-            own_error, silent_failure, health = 0.0, 0.0, "ok"
-            fault = faults.get(name)
-            if fault is not None:
-                kind = FAULTS[fault.type]
-                own_error = kind.error_rate * fault.intensity
-                latency += kind.latency_ms * fault.intensity
+            own_error = silent_failure = strength_total = 0.0
+            health: Health | None = None
+            for run in self._runs:
+                if run.spec.service != name:
+                    continue
+                strength = run.strength(step)
+                if strength <= 0.0:
+                    continue
+                kind = run.kind
+                strength_total += strength
+                own_error = 1.0 - (1.0 - own_error) * (1.0 - kind.error_rate * strength)
+                silent_failure += kind.caller_failure * strength
+                latency += kind.latency_ms * strength
                 if kind.cpu_pct is not None:
-                    cpu += (kind.cpu_pct - cpu) * fault.intensity
+                    cpu += (kind.cpu_pct - cpu) * strength
                 if kind.memory_pct is not None:
-                    memory += (kind.memory_pct - memory) * fault.intensity
-                silent_failure = kind.caller_failure * fault.intensity
-                health = kind.health
+                    memory += (kind.memory_pct - memory) * strength
+                health = kind.health if strength >= 0.5 else "degraded"
+            if step in self._restarts.get(name, ()):
+                own_error = 1.0 - (1.0 - own_error) * (1.0 - RESTART_DISRUPTION)
+            capacity = self._capacity.get(name, 1.0)
+            cpu = profile.cpu_pct + (cpu - profile.cpu_pct) / capacity
             success = 1.0 - own_error
             failing: list[tuple[str, float]] = []
             for dep in spec.depends_on:
                 upstream = states[dep]
-                share = upstream.call_failure * KINDS[incident.service(dep).kind].caller_weight
+                weight = KINDS[incident.service(dep).kind].caller_weight
+                share = upstream.call_failure * weight
                 if share > 0.0:
                     failing.append((dep, share))
                     success *= 1.0 - share
-                latency += min(upstream.latency_ms, CALL_DEADLINE_MS) * KINDS[incident.service(dep).kind].caller_weight
+                latency += min(upstream.latency_ms, CALL_DEADLINE_MS) * weight
             error_rate = 1.0 - success
             if failing:
                 cpu = min(99.0, cpu + 10.0 * (error_rate - own_error))
             call_failure = min(1.0, error_rate + silent_failure + _timeout_share(latency))
             if name in noisy:
-                cpu = max(cpu, NOISY_NEIGHBOUR_CPU)
+                cpu = max(cpu, NOISY_NEIGHBOUR_CPU / capacity)
             reported_error = error_rate
             if name in flaky:
                 # Failures on a side path (a batch job, a partner webhook) that callers never hit.
                 reported_error = 1.0 - (1.0 - error_rate) * (1.0 - FLAKY_ERROR_RATE)
-            if fault is None:
-                health = _health(reported_error, latency, profile.latency_ms)
             states[name] = ServiceState(
                 name=name,
                 latency_ms=latency,
                 error_rate=reported_error,
                 cpu_pct=cpu,
                 memory_pct=memory,
-                health=health,
+                health=health or _health(reported_error, latency, profile.latency_ms),
                 call_failure=call_failure,
                 failing_upstreams=tuple(failing),
+                fault_strength=strength_total,
             )
         return states
-
-    @property
-    def user_facing_impact(self) -> tuple[float, float]:
-        """Worst error rate and worst p99 latency any user sees."""
-        facing = [self.states[s.name] for s in self.incident.services if s.user_facing]
-        return max(s.error_rate for s in facing), max(s.latency_ms for s in facing)
-
-    def severity(self) -> Severity:
-        """The rubric: P0 a user-facing capability down or data at risk, P1 major degradation, P2 minor."""
-        error_rate, latency = self.user_facing_impact
-        at_risk = any(FAULTS[f.type].data_at_risk for f in self.incident.faults)
-        if at_risk or error_rate >= P0_ERROR_RATE or latency >= P0_LATENCY_MS:
-            return "P0"
-        if error_rate >= P1_ERROR_RATE or latency >= P1_LATENCY_MS:
-            return "P1"
-        return "P2"
-
-    @property
-    def root_causes(self) -> frozenset[str]:
-        return frozenset(fault.service for fault in self.incident.faults)
 
 
 def _timeout_share(latency_ms: float) -> float:
