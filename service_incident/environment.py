@@ -10,23 +10,45 @@ import msgspec
 
 from . import scoring
 from .models import (
+    INSPECTIONS,
+    REMEDIATIONS,
     Action,
+    CheckHealth,
     Declare,
+    DeclareRootCauses,
+    InspectDeploys,
     InspectLogs,
     InspectMetrics,
     InvalidReset,
     Metrics,
     Observation,
+    Resolve,
+    RunDbQuery,
     ServiceCard,
     State,
+    action_name,
 )
-from .tasks import DEFAULT_TASK, TASKS, Task, incident, task_of
-from .telemetry import Telemetry, clock, format_time
-from .world import World
+from .tasks import DEFAULT_TASK, TASKS, Task, resolve_incident, task_of
+from .telemetry import STEP_MINUTES, Telemetry, clock, format_time
+from .world import ServiceState, World
 
 MAX_SEED = 2**63 - 1
 _NO_EPISODE = "no episode is running: call reset first"
 _EPISODE_OVER = "the episode is over: call reset to start another"
+_VIEWS = {
+    InspectLogs: "logs",
+    InspectMetrics: "metrics",
+    CheckHealth: "health",
+    InspectDeploys: "deploys",
+    RunDbQuery: "database diagnostics",
+}
+_REMEDIES = {"restart": "restart", "rollback": "rollback", "scale_up": "scale_up", "escalate": "escalate"}
+_DONE_REMEDY = {
+    "restart": "Restarted {t}: its processes were replaced.",
+    "rollback": "Rolled {t} back to its previous release.",
+    "scale_up": "Scaled {t} up: capacity doubled.",
+    "escalate": "Escalated to the team that owns {t}.",
+}
 
 
 @dataclass(slots=True)
@@ -37,13 +59,23 @@ class _Episode:
     world: World
     telemetry: Telemetry
     topology: list[ServiceCard]
-    step: int = 0
     done: bool = False
     logs: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, Metrics] = field(default_factory=dict)
+    health: dict[str, str] = field(default_factory=dict)
+    deploys: dict[str, str] = field(default_factory=dict)
+    db: dict[str, str] = field(default_factory=dict)
+    # What each (service, view) showed when last looked at, to tell a fresh look from a repeat.
+    seen: dict[tuple[str, str], ServiceState | str] = field(default_factory=dict)
+    history: list[str] = field(default_factory=list)
+    diagnostic: str | None = None
     ledger: scoring.Ledger = field(default_factory=scoring.Ledger)
     score: float | None = None
     breakdown: dict[str, float] | None = None
+
+    @property
+    def step(self) -> int:
+        return self.world.step
 
 
 class ServiceIncidentEnvironment:
@@ -68,24 +100,31 @@ class ServiceIncidentEnvironment:
             seed = random.SystemRandom().randrange(MAX_SEED)
         elif isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
             raise InvalidReset(f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}")
-        if incident_id is None:
-            incident_id = random.Random(f"{task.id}:{seed}").choice(task.incidents)
-        world = World(incident(task, incident_id))
+        try:
+            incident = resolve_incident(task, incident_id, seed)
+        except KeyError:
+            raise InvalidReset(f"incident {incident_id!r} is not part of task {task.id!r}") from None
+        world = World(incident)
         telemetry = Telemetry(world, seed)
-        spec = world.incident
         episode = _Episode(
             task=task,
             seed=seed,
             episode_id=episode_id or str(uuid.uuid4()),
             world=world,
             telemetry=telemetry,
-            topology=[ServiceCard(s.name, s.kind, list(s.depends_on), s.user_facing) for s in spec.services],
+            topology=[ServiceCard(s.name, s.kind, list(s.depends_on), s.user_facing) for s in incident.services],
         )
-        episode.logs[spec.initial_visible] = telemetry.logs(spec.initial_visible, 0)
+        first = incident.initial_visible
+        episode.logs[first] = telemetry.logs(first, 0)
+        episode.seen[(first, "logs")] = world.states[first]
+        episode.ledger.observe(episode.logs[first])
+        if first in world.root_causes and telemetry.logs_anomalous(episode.logs[first]):
+            episode.ledger.evidence.add(first)
         self._episode = episode
         brief = (
-            f"Paged: {len(telemetry.alerts(0))} alert(s) firing. You can see the logs of "
-            f"{spec.initial_visible}. Find the root-cause service and the severity within {task.max_steps} steps."
+            f"Paged: {len(telemetry.alerts(0))} alert(s) firing. You can see the logs of {first}. "
+            f"Actions: {', '.join(task.actions)}. The episode ends with {' or '.join(task.ends_on)} "
+            f"or after {task.max_steps} steps."
         )
         return self._observe(brief, reward=0.0)
 
@@ -96,22 +135,37 @@ class ServiceIncidentEnvironment:
             return _empty(_NO_EPISODE)
         if episode.done:
             assert self._last is not None
-            return self._replay_last(_EPISODE_OVER)
-        episode.step += 1
-        services = episode.world.incident.names
-        error: str | None = None
-        if action.target not in services:
-            reward = episode.ledger.wasted()
-            error = f"unknown service {action.target!r}; services are: {', '.join(services)}"
-            message = "Nothing happened: the target is not a service of this system."
-        elif isinstance(action, Declare):
-            reward, message = self._declare(episode, action)
+            return msgspec.structs.replace(
+                self._last, reward=0.0, last_action_error=_EPISODE_OVER, message=_EPISODE_OVER
+            )
+        episode.world.advance()
+        name = action_name(action)
+        episode.history.append(_describe(episode.step, action))
+        if action.rationale:
+            episode.ledger.rationales.append(action.rationale)
+        error = self._refusal(episode, action)
+        if error is not None:
+            reward, message = episode.ledger.wasted(), "Nothing happened."
+        elif isinstance(action, INSPECTIONS):
+            reward, message, error = self._inspect(episode, action)
+        elif isinstance(action, REMEDIATIONS):
+            outcome = episode.world.remediate(_REMEDIES[name], action.target)
+            reward = scoring.remedy_reward(outcome)
+            if outcome != "heals":
+                episode.ledger.waste += 1
+            message = _DONE_REMEDY[name].format(t=action.target)
+        elif isinstance(action, Resolve):
+            restored = episode.world.restored()
+            reward = scoring.RESOLVE_RESTORED if restored else scoring.RESOLVE_PREMATURE
+            message = "Resolved the incident."
         else:
-            reward, message = self._inspect(episode, action)
+            reward, message = self._declare(episode, action)
+        if error is None and name in episode.task.ends_on:
+            self._finish(episode)
         if not episode.done and episode.step >= episode.task.max_steps:
             reward += scoring.BUDGET_EXHAUSTED
-            message += " The step budget is spent without a declaration."
-            self._finish(episode, declared=None, severity_right=False)
+            message += " The step budget is spent."
+            self._finish(episode)
         if episode.done:
             reward = scoring.settle(reward, episode.ledger)
             message += f" Episode over: score {episode.score:.2f}."
@@ -131,6 +185,11 @@ class ServiceIncidentEnvironment:
             done=episode.done,
         )
 
+    def grade(self) -> tuple[float | None, dict[str, float] | None]:
+        """The score and breakdown of the current episode, once it has ended."""
+        episode = self._episode
+        return (episode.score, episode.breakdown) if episode else (None, None)
+
     def close(self) -> None:
         self._episode = None
         self._last = None
@@ -145,72 +204,117 @@ class ServiceIncidentEnvironment:
         task = TASKS.get(task_id or DEFAULT_TASK)
         if task is None:
             raise InvalidReset(f"unknown task {task_id!r}; tasks are: {', '.join(TASKS)}")
-        if incident_id is not None and incident_id not in task.incidents:
-            raise InvalidReset(f"incident {incident_id!r} is not part of task {task.id!r}")
         return task
 
-    def _inspect(self, episode: _Episode, action: InspectLogs | InspectMetrics) -> tuple[float, str]:
-        target, telemetry = action.target, episode.telemetry
-        if isinstance(action, InspectLogs):
-            if target in episode.logs:
-                return episode.ledger.wasted(), f"The logs of {target} are already on screen."
-            text = telemetry.logs(target, episode.step)
-            episode.logs[target] = text
-            anomalous = telemetry.logs_anomalous(text)
-            what = "logs"
-        else:
-            if target in episode.metrics:
-                return episode.ledger.wasted(), f"The metrics of {target} are already on screen."
-            metrics = telemetry.metrics(target, episode.step)
-            episode.metrics[target] = metrics
-            anomalous = telemetry.metrics_anomalous(target, metrics)
-            what = "metrics"
-        if anomalous:
-            episode.ledger.evidence.add(target)
-        verdict = "something abnormal" if anomalous else "nothing abnormal"
-        return episode.ledger.inspection_reward(anomalous), f"Inspected the {what} of {target}: {verdict}."
+    @staticmethod
+    def _refusal(episode: _Episode, action: Action) -> str | None:
+        """Why an action cannot be carried out, or None. A refused action still costs its step."""
+        task = episode.task
+        name = action_name(action)
+        if name not in task.actions:
+            return f"{name} is not available in task {task.id!r}; available: {', '.join(task.actions)}"
+        services = episode.world.incident.names
+        named = action.targets if isinstance(action, DeclareRootCauses) else [getattr(action, "target", None)]
+        if isinstance(action, Declare):
+            named = [action.target, *action.additional_targets]
+        unknown = [t for t in named if t is not None and t not in services]
+        if unknown:
+            return f"unknown service {unknown[0]!r}; services are: {', '.join(services)}"
+        if task.rationale_required and not action.rationale:
+            return f"task {task.id!r} requires a rationale on every action"
+        if isinstance(action, RunDbQuery) and episode.world.incident.service(action.target).kind != "database":
+            databases = [s.name for s in episode.world.incident.services if s.kind == "database"]
+            return f"{action.target} is not a database; databases here: {', '.join(databases) or 'none'}"
+        if isinstance(action, Declare | DeclareRootCauses) and episode.ledger.declared is not None:
+            return "the root cause is already declared"
+        return None
 
-    def _declare(self, episode: _Episode, action: Declare) -> tuple[float, str]:
+    def _inspect(self, episode: _Episode, action: Action) -> tuple[float, str, str | None]:
+        target, telemetry, step = action.target, episode.telemetry, episode.step
+        view = _VIEWS[type(action)]
+        state = episode.world.states[target]
+        if isinstance(action, InspectDeploys):
+            text = telemetry.deploys(target, step)
+            fingerprint: ServiceState | str = text
+        else:
+            fingerprint = state
+        if episode.seen.get((target, view)) == fingerprint:
+            return episode.ledger.wasted(), f"The {view} of {target} have not changed since you last looked.", None
+        episode.seen[(target, view)] = fingerprint
+        if isinstance(action, InspectLogs):
+            text = episode.logs[target] = telemetry.logs(target, step)
+            anomalous = telemetry.logs_anomalous(text)
+        elif isinstance(action, InspectMetrics):
+            metrics = episode.metrics[target] = telemetry.metrics(target, step)
+            text = msgspec.json.encode(metrics).decode()
+            anomalous = telemetry.metrics_anomalous(target, metrics)
+        elif isinstance(action, CheckHealth):
+            text = episode.health[target] = telemetry.health(target, step)
+            anomalous = not text.startswith("status=ok")
+        elif isinstance(action, InspectDeploys):
+            episode.deploys[target] = text
+            anomalous = telemetry.deploys_recent(text, step)
+        else:
+            text = episode.db[target] = telemetry.db_query(target, step) or ""
+            anomalous = telemetry.db_anomalous(target, step)
+        episode.ledger.observe(text)
+        if anomalous and target in episode.world.root_causes:
+            episode.ledger.evidence.add(target)
+        episode.diagnostic = f"{view} of {target}: {telemetry.summarize(view, target, text, step)}"
+        verdict = "something abnormal" if anomalous else "nothing abnormal"
+        return episode.ledger.inspection_reward(anomalous), f"Inspected the {view} of {target}: {verdict}.", None
+
+    def _declare(self, episode: _Episode, action: Declare | DeclareRootCauses) -> tuple[float, str]:
         world = episode.world
-        root_right = frozenset({action.target}) == world.root_causes
-        severity_right = action.severity == world.severity()
-        self._finish(episode, declared=frozenset({action.target}), severity_right=severity_right)
-        return (
-            scoring.declare_reward(root_right, severity_right),
-            f"Declared {action.target} as the root cause with severity {action.severity}.",
-        )
+        if isinstance(action, Declare):
+            declared = frozenset([action.target, *action.additional_targets])
+            severity_right: bool | None = action.severity == world.severity()
+            said = f" with severity {action.severity}"
+        else:
+            declared, severity_right, said = frozenset(action.targets), None, ""
+        episode.ledger.declared = declared
+        episode.ledger.severity_right = bool(severity_right)
+        named = ", ".join(sorted(declared))
+        reward = scoring.declare_reward(declared, world.root_causes, severity_right)
+        return reward, f"Declared {named} as root cause{said}."
 
     @staticmethod
-    def _finish(episode: _Episode, declared: frozenset[str] | None, severity_right: bool) -> None:
+    def _finish(episode: _Episode) -> None:
         episode.done = True
         episode.score, episode.breakdown = scoring.final_score(
-            declared=declared,
+            grading=episode.task.grading,
             roots=episode.world.root_causes,
-            severity_right=severity_right,
             steps=episode.step,
             max_steps=episode.task.max_steps,
             ledger=episode.ledger,
+            restored=episode.world.restored(),
         )
 
     def _observe(self, message: str, reward: float, error: str | None = None) -> Observation:
         episode = self._episode
         assert episode is not None
         episode.ledger.rewards.append(reward)
-        incident = episode.world.incident
+        incident, task = episode.world.incident, episode.task
         alerts = episode.telemetry.alerts(episode.step)
         observation = Observation(
-            task_id=episode.task.id,
+            task_id=task.id,
             incident_id=incident.id,
-            title=f"[{alerts[0].level}] {alerts[0].service}: {alerts[0].summary}" if alerts else "Incident",
+            title=f"[{alerts[0].level}] {alerts[0].service}: {alerts[0].summary}" if alerts else "No alert firing",
             services=incident.names,
             topology=episode.topology,
             alerts=alerts,
             visible_logs=dict(episode.logs),
             visible_metrics=dict(episode.metrics),
+            visible_health=dict(episode.health),
+            visible_deploys=dict(episode.deploys),
+            visible_db=dict(episode.db),
             step_count=episode.step,
-            max_steps=episode.task.max_steps,
+            max_steps=task.max_steps,
             clock=format_time(clock(episode.world, episode.step)),
+            sla_minutes_left=max(0, task.sla_minutes - STEP_MINUTES * episode.step),
             message=message,
+            last_diagnostic=episode.diagnostic,
+            action_history=list(episode.history),
             last_action_error=error,
             score=episode.score,
             breakdown=episode.breakdown,
@@ -225,9 +329,13 @@ class ServiceIncidentEnvironment:
         self._last = observation
         return observation
 
-    def _replay_last(self, error: str) -> Observation:
-        assert self._last is not None
-        return msgspec.structs.replace(self._last, reward=0.0, last_action_error=error, message=error)
+
+def _describe(step: int, action: Action) -> str:
+    fields = msgspec.structs.asdict(action)
+    shown = ", ".join(
+        f"{k}={v}" for k, v in fields.items() if v not in (None, [], {}) and k not in ("rationale", "metadata")
+    )
+    return f"step {step}: {action_name(action)}({shown})"
 
 
 def _empty(error: str) -> Observation:

@@ -38,16 +38,103 @@ class InspectMetrics(_ActionBase, tag="inspect_metrics"):
     target: ServiceName
 
 
+class CheckHealth(_ActionBase, tag="check_health"):
+    """Ask the orchestrator for a service's readiness, restarts and last probe."""
+
+    target: ServiceName
+
+
+class InspectDeploys(_ActionBase, tag="inspect_deploys"):
+    """List a service's recent releases and configuration changes."""
+
+    target: ServiceName
+
+
+class RunDbQuery(_ActionBase, tag="run_db_query"):
+    """Read a database's own diagnostics: sessions, locks, slow statements, disk."""
+
+    target: ServiceName
+
+
+class Restart(_ActionBase, tag="restart"):
+    """Replace a service's processes."""
+
+    target: ServiceName
+
+
+class Rollback(_ActionBase, tag="rollback"):
+    """Roll a service back to its previous release or configuration."""
+
+    target: ServiceName
+
+
+class ScaleUp(_ActionBase, tag="scale_up"):
+    """Double a service's capacity."""
+
+    target: ServiceName
+
+
+class Escalate(_ActionBase, tag="escalate"):
+    """Page the team that owns a service or its provider."""
+
+    target: ServiceName
+
+
 class Declare(_ActionBase, tag="declare"):
-    """Name the root-cause service and the incident severity; ends the episode."""
+    """Name the root-cause service(s) and the incident severity; ends the episode."""
 
     target: ServiceName
     severity: Severity
+    additional_targets: Annotated[list[ServiceName], Meta(max_length=16)] = []
 
 
-Action = InspectLogs | InspectMetrics | Declare
-ACTION_TYPES: tuple[type[_ActionBase], ...] = (InspectLogs, InspectMetrics, Declare)
+class DeclareRootCauses(_ActionBase, tag="declare_rca"):
+    """Name the root-cause services, for tasks that do not grade severity; ends the episode."""
+
+    targets: Annotated[list[ServiceName], Meta(min_length=1, max_length=16)]
+
+
+class Resolve(_ActionBase, tag="resolve"):
+    """Close the incident as mitigated; ends the episode. Checked against the world, not taken on trust."""
+
+    target: ServiceName | None = None
+
+
+Action = (
+    InspectLogs
+    | InspectMetrics
+    | CheckHealth
+    | InspectDeploys
+    | RunDbQuery
+    | Restart
+    | Rollback
+    | ScaleUp
+    | Escalate
+    | Declare
+    | DeclareRootCauses
+    | Resolve
+)
+ACTION_TYPES: tuple[type[_ActionBase], ...] = (
+    InspectLogs,
+    InspectMetrics,
+    CheckHealth,
+    InspectDeploys,
+    RunDbQuery,
+    Restart,
+    Rollback,
+    ScaleUp,
+    Escalate,
+    Declare,
+    DeclareRootCauses,
+    Resolve,
+)
 ACTION_NAMES: tuple[str, ...] = tuple(cls.__struct_config__.tag for cls in ACTION_TYPES)
+INSPECTIONS = (InspectLogs, InspectMetrics, CheckHealth, InspectDeploys, RunDbQuery)
+REMEDIATIONS = (Restart, Rollback, ScaleUp, Escalate)
+
+
+def action_name(action: Action) -> str:
+    return action.__struct_config__.tag
 
 
 class Metrics(Struct, frozen=True):
@@ -88,10 +175,16 @@ class Observation(Struct, kw_only=True, omit_defaults=False):
     alerts: list[Alert]
     visible_logs: dict[str, str]
     visible_metrics: dict[str, Metrics]
+    visible_health: dict[str, str] = {}
+    visible_deploys: dict[str, str] = {}
+    visible_db: dict[str, str] = {}
     step_count: int
     max_steps: int
     clock: str
+    sla_minutes_left: int = 0
     message: str
+    last_diagnostic: str | None = None
+    action_history: list[str] = []
     last_action_error: str | None = None
     score: float | None = None
     breakdown: dict[str, float] | None = None

@@ -3,36 +3,52 @@
 Information rewards are potential-based shaping: they are paid when evidence is first revealed and
 settled (subtracted) when the episode ends, so an episode's return is its outcome minus its waste
 and no amount of inspecting can raise it. The final score is separate, in [SCORE_FLOOR, SCORE_CEIL],
-and grades the answer, the evidence behind it and the steps it took.
+and grades the answer, the evidence behind it, the state the world was left in and the steps taken.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 # Per-step rewards (the triage table).
 INFO_REWARD = 0.1  # a new inspection that reveals an anomaly
 NO_INFO_REWARD = 0.0  # a new inspection that reveals nothing abnormal
-WASTE_PENALTY = -0.05  # a redundant inspection, an unknown target
+WASTE_PENALTY = -0.05  # a redundant inspection, an unknown target, an action the task does not allow
 DECLARE_EXACT = 1.0  # root cause and severity right
 DECLARE_ROOT_ONLY = 0.6  # root cause right, severity wrong
+DECLARE_PARTIAL = 0.3  # some but not all root causes of a multi-fault incident
 DECLARE_WRONG = -0.3  # root cause wrong
-BUDGET_EXHAUSTED = -0.2  # the step budget ran out without a declaration
+BUDGET_EXHAUSTED = -0.2  # the step budget ran out without ending the episode
 # Information rewards paid in one episode stop here, which bounds the settlement.
 INFO_REWARD_CAP = 0.5
+# Remediation (response and root-cause tasks).
+REMEDY_HEALS = 0.2  # the remedy removes a root cause
+REMEDY_WRONG = -0.1  # a remedy that changes nothing, disrupts a service or only buys time
+RESOLVE_RESTORED = 0.5  # resolved with service restored
+RESOLVE_PREMATURE = -0.5  # resolved while a fault is live or users still fail
 
 # The bounds of any single step's reward (settlement included).
 REWARD_MAX = DECLARE_EXACT
-REWARD_MIN = min(DECLARE_WRONG, BUDGET_EXHAUSTED + WASTE_PENALTY) - INFO_REWARD_CAP
+REWARD_MIN = min(DECLARE_WRONG, RESOLVE_PREMATURE, BUDGET_EXHAUSTED + WASTE_PENALTY) - INFO_REWARD_CAP
 
-# Final score weights; the parts after the root cause count only when the root cause is right.
-SCORE_ROOT_CAUSE = 0.5
-SCORE_SEVERITY = 0.2
-SCORE_EVIDENCE = 0.2
-SCORE_EFFICIENCY = 0.1
-SCORE_WASTE = 0.05  # taken off per wasted action
+# Final score: the weight of each part per kind of grading. Every part but `root_cause` and
+# `remediation` counts only once the root cause is right (efficiency: or service is restored).
+WEIGHTS: Mapping[str, Mapping[str, float]] = {
+    "triage": {"root_cause": 0.5, "severity": 0.2, "evidence": 0.2, "efficiency": 0.1},
+    "response": {
+        "root_cause": 0.3, "remediation": 0.3, "severity": 0.1, "evidence": 0.1, "efficiency": 0.1, "rationale": 0.1,
+    },
+    "rca": {"root_cause": 0.4, "remediation": 0.2, "evidence": 0.2, "efficiency": 0.2},
+}
+SCORE_WASTE = 0.05  # taken off per wasted action (redundant, invalid, disallowed, or a wrong remedy)
 SCORE_FLOOR = 0.01
 SCORE_CEIL = 0.99
+# A rationale earns full credit by citing this many distinct facts the agent actually saw.
+RATIONALE_CITES = 3
+
+_EVIDENCE_TOKEN = re.compile(r"\b(?:\w+=[\w.%/:-]+|\d+(?:\.\d+)?%?|[A-Z][A-Z_]{3,}\w*)")
 
 
 @dataclass(slots=True)
@@ -42,7 +58,11 @@ class Ledger:
     info_paid: float = 0.0
     waste: int = 0
     evidence: set[str] = field(default_factory=set)
+    observed_tokens: set[str] = field(default_factory=set)
+    rationales: list[str] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
+    declared: frozenset[str] | None = None
+    severity_right: bool = False
 
     def inspection_reward(self, anomalous: bool) -> float:
         if not anomalous:
@@ -55,11 +75,19 @@ class Ledger:
         self.waste += 1
         return WASTE_PENALTY
 
+    def observe(self, text: str) -> None:
+        self.observed_tokens.update(_EVIDENCE_TOKEN.findall(text))
 
-def declare_reward(root_right: bool, severity_right: bool) -> float:
-    if not root_right:
-        return DECLARE_WRONG
-    return DECLARE_EXACT if severity_right else DECLARE_ROOT_ONLY
+
+def declare_reward(declared: frozenset[str], roots: frozenset[str], severity_right: bool | None) -> float:
+    """`severity_right` is None where the task does not grade severity."""
+    if declared == roots:
+        return DECLARE_ROOT_ONLY if severity_right is False else DECLARE_EXACT
+    return DECLARE_PARTIAL if declared & roots else DECLARE_WRONG
+
+
+def remedy_reward(outcome: str) -> float:
+    return REMEDY_HEALS if outcome == "heals" else REMEDY_WRONG
 
 
 def settle(reward: float, ledger: Ledger) -> float:
@@ -67,24 +95,43 @@ def settle(reward: float, ledger: Ledger) -> float:
     return round(reward - ledger.info_paid, 6)
 
 
+def rationale_credit(rationales: Iterable[str], observed: set[str]) -> float:
+    """Credit for rationales that cite facts the agent saw; invented facts dilute it.
+
+    Words alone earn nothing: only values, identifiers and key=value facts count, so stuffing a
+    rationale with keywords cannot pay.
+    """
+    cited = {token for text in rationales for token in _EVIDENCE_TOKEN.findall(text)}
+    if not cited:
+        return 0.0
+    seen = len(cited & observed)
+    return min(1.0, seen / RATIONALE_CITES) * seen / len(cited)
+
+
 def final_score(
     *,
-    declared: frozenset[str] | None,
+    grading: str,
     roots: frozenset[str],
-    severity_right: bool,
     steps: int,
     max_steps: int,
     ledger: Ledger,
+    restored: bool = False,
 ) -> tuple[float, dict[str, float]]:
-    """The episode's score and its breakdown. `declared` is None when nothing was declared."""
-    parts = {"root_cause": 0.0, "severity": 0.0, "evidence": 0.0, "efficiency": 0.0}
-    if declared is not None and declared == roots:
-        parts["root_cause"] = SCORE_ROOT_CAUSE
-        parts["severity"] = SCORE_SEVERITY if severity_right else 0.0
-        parts["evidence"] = SCORE_EVIDENCE * len(ledger.evidence & roots) / len(roots)
-        parts["efficiency"] = SCORE_EFFICIENCY * (1.0 - (steps - 1) / max_steps)
+    """The episode's score and its breakdown."""
+    weights = WEIGHTS[grading]
+    declared = ledger.declared
+    root_share = len(declared & roots) / len(declared | roots) if declared else 0.0
+    root_right = root_share == 1.0
+    earned = {
+        "root_cause": root_share,
+        "remediation": 1.0 if restored else 0.0,
+        "severity": 1.0 if root_right and ledger.severity_right else 0.0,
+        "evidence": len(ledger.evidence & roots) / len(roots) if root_right else 0.0,
+        "efficiency": 1.0 - (steps - 1) / max_steps if root_right or restored else 0.0,
+        "rationale": rationale_credit(ledger.rationales, ledger.observed_tokens) if root_right else 0.0,
+    }
+    parts = {name: weight * earned[name] for name, weight in weights.items()}
     parts["waste"] = -SCORE_WASTE * ledger.waste
     raw = max(0.0, min(1.0, sum(parts.values())))
     score = SCORE_FLOOR + (SCORE_CEIL - SCORE_FLOOR) * raw
-    breakdown = {name: round(value, 4) for name, value in parts.items()}
-    return round(score, 4), breakdown
+    return round(score, 4), {name: round(value, 4) for name, value in parts.items()}

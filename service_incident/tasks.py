@@ -1,16 +1,16 @@
-"""The task registry: which incidents a task draws from, its step budget and the actions it allows."""
+"""The task registry: where a task's incidents come from, its budget, and the actions it allows."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import random
+from collections.abc import Callable, Mapping
 
 from msgspec import Struct
 
 from .incidents import Incident, load_suite
-from .models import ACTION_NAMES
 
 
-class Task(Struct, frozen=True):
+class Task(Struct, frozen=True, kw_only=True):
     """A published task description; it names incidents, never their answers."""
 
     id: str
@@ -19,29 +19,39 @@ class Task(Struct, frozen=True):
     max_steps: int
     description: str
     actions: tuple[str, ...]
-    incidents: tuple[str, ...]
+    # The actions that close an episode; other actions keep it running.
+    ends_on: tuple[str, ...]
+    grading: str
+    grades_severity: bool = True
+    rationale_required: bool = False
+    sla_minutes: int = 30
+    # Curated incident ids; generated tasks list their frozen evaluation incidents here.
+    incidents: tuple[str, ...] = ()
+    # Generated tasks draw a fresh incident from any seed (the training distribution).
+    generated: bool = False
 
 
-_TRIAGE_BRIEF = (
-    "Triage: you are paged with a three-service incident. Inspect logs and metrics of the services "
-    "you choose, then declare the root-cause service and the severity (P0/P1/P2) within {n} steps."
-)
+TRIAGE_ACTIONS = ("inspect_logs", "inspect_metrics", "declare")
 
 
 def _triage(difficulty: str, prefix: str, max_steps: int) -> Task:
-    ids = tuple(i.id for i in load_suite("triage") if i.id.startswith(prefix))
     return Task(
         id=difficulty,
         suite="triage",
         difficulty=difficulty,
         max_steps=max_steps,
-        description=_TRIAGE_BRIEF.format(n=max_steps),
-        actions=ACTION_NAMES,
-        incidents=ids,
+        description=(
+            "Triage: you are paged with a three-service incident. Inspect logs and metrics of the services "
+            f"you choose, then declare the root-cause service and the severity (P0/P1/P2) within {max_steps} steps."
+        ),
+        actions=TRIAGE_ACTIONS,
+        ends_on=("declare",),
+        grading="triage",
+        incidents=tuple(i.id for i in load_suite("triage") if i.id.startswith(prefix)),
     )
 
 
-TASKS: Mapping[str, Task] = {
+_registry: dict[str, Task] = {
     task.id: task
     for task in (
         _triage("easy", "easy_", 3),
@@ -49,7 +59,17 @@ TASKS: Mapping[str, Task] = {
         _triage("hard", "hard_", 6),
     )
 }
+# Incident sources other than curated files (the generator) register here: task id -> resolver.
+_sources: dict[str, Callable[[Task, str | None, int], Incident]] = {}
+
+TASKS: Mapping[str, Task] = _registry
 DEFAULT_TASK = "easy"
+
+
+def register(task: Task, source: Callable[[Task, str | None, int], Incident] | None = None) -> None:
+    _registry[task.id] = task
+    if source is not None:
+        _sources[task.id] = source
 
 
 def catalogue() -> list[Task]:
@@ -57,7 +77,13 @@ def catalogue() -> list[Task]:
     return list(TASKS.values())
 
 
-def incident(task: Task, incident_id: str) -> Incident:
+def resolve_incident(task: Task, incident_id: str | None, seed: int) -> Incident:
+    """The incident an episode plays: named, or drawn from the task by the episode's seed."""
+    source = _sources.get(task.id)
+    if source is not None:
+        return source(task, incident_id, seed)
+    if incident_id is None:
+        incident_id = random.Random(f"{task.id}:{seed}").choice(task.incidents)
     for candidate in load_suite(task.suite):
         if candidate.id == incident_id and incident_id in task.incidents:
             return candidate

@@ -27,6 +27,7 @@ ANOMALY_MEMORY_PCT = 90.0
 METRIC_NOISE = 0.04
 NON_FACING_ERROR_ALERT = 0.10
 CPU_ALERT_PCT = 90.0
+RECENT_CHANGE_H = 6
 MEMORY_ALERT_PCT = 92.0
 
 _FIELD = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
@@ -239,7 +240,40 @@ class Telemetry:
         return alerts
 
     def logs_anomalous(self, text: str) -> bool:
-        return any(line.split()[3] in ANOMALY_LEVELS for line in text.splitlines())
+        return any(_level(line) in ANOMALY_LEVELS for line in text.splitlines())
+
+    def deploys_recent(self, text: str, step: int) -> bool:
+        """Whether any change shipped within RECENT_CHANGE_H hours of now."""
+        now = clock(self.world, step)
+        return any(
+            (now - parse_time(line.split(maxsplit=1)[0])).total_seconds() < RECENT_CHANGE_H * 3600
+            for line in text.splitlines()
+        )
+
+    def db_anomalous(self, service: str, step: int) -> bool:
+        state = self.world.states_at(step)[service]
+        return state.fault_strength > 0 and any(
+            f.service == service and FAULTS[f.type].db_report for f in self.world.incident.faults
+        )
+
+    def summarize(self, view: str, service: str, text: str, step: int) -> str:
+        """A neutral digest of what a view showed: counts and values, never a conclusion."""
+        if view == "logs":
+            lines = text.splitlines()
+            loud = [line for line in lines if _level(line) in ANOMALY_LEVELS]
+            named = sorted({m.group(1) for line in loud if (m := _UPSTREAM.search(line))})
+            blamed = f"; upstreams named in those lines: {', '.join(named)}" if named else ""
+            return f"{len(lines)} lines in the last {LOG_WINDOW_S} s, {len(loud)} at WARN or above{blamed}"
+        if view == "metrics":
+            profile = KINDS[self.world.incident.service(service).kind]
+            return (
+                f"{text} (typical for a healthy {profile.process}: error_rate 0.00, latency_ms "
+                f"{profile.latency_ms:.0f}, cpu_pct {profile.cpu_pct:.0f}, memory_pct {profile.memory_pct:.0f})"
+            )
+        if view == "deploys":
+            recent = "some" if self.deploys_recent(text, step) else "none"
+            return f"{len(text.splitlines())} changes listed, {recent} in the last {RECENT_CHANGE_H} h"
+        return text.splitlines()[0] if text else "no output"
 
     def metrics_anomalous(self, service: str, metrics: Metrics) -> bool:
         baseline = KINDS[self.world.incident.service(service).kind].latency_ms
@@ -287,6 +321,14 @@ _REMEDIATION_LOGS = {
     "scale_up": "INFO horizontal scale-out complete: replicas doubled",
     "escalate": "INFO incident ticket opened with the owning team",
 }
+
+_UPSTREAM = re.compile(r"\bupstream=([\w.-]+)")
+
+
+def _level(line: str) -> str:
+    fields = line.split(maxsplit=4)
+    return fields[3] if len(fields) > 3 else ""
+
 
 _HEALTHY_DB = (
     "connections: active={int:12:40} idle={int:10:30} max=100 waiting=0; locks waiting 0; "

@@ -8,7 +8,7 @@ import pytest
 from service_incident.agents import Agent, ExpertAgent, LoudestSignalAgent
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.models import Action, Declare, InspectLogs, InspectMetrics, Observation
-from service_incident.tasks import TASKS
+from service_incident.tasks import TASKS, resolve_incident
 from service_incident.world import World
 
 ALL = [(task.id, incident) for task in TASKS.values() for incident in task.incidents]
@@ -32,9 +32,7 @@ def scripted(task_id: str, incident_id: str, actions: list[Action], seed: int = 
 
 def truth(incident_id: str) -> tuple[str, str]:
     task = next(t for t in TASKS.values() if incident_id in t.incidents)
-    from service_incident.tasks import incident
-
-    world = World(incident(task, incident_id))
+    world = World(resolve_incident(task, incident_id, seed=0))
     (root,) = world.root_causes
     return root, world.severity()
 

@@ -9,6 +9,7 @@ from service_incident import scoring
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.faults import FAULTS
 from service_incident.models import (
+    ACTION_NAMES,
     Declare,
     InspectLogs,
     InspectMetrics,
@@ -171,5 +172,6 @@ def test_no_ground_truth_in_observations_state_or_catalogue(task_id: str) -> Non
 def test_json_schemas_come_from_the_models() -> None:
     found = schemas()
     assert set(found) == {"action", "observation", "state"}
-    assert set(found["action"]["discriminator"]["mapping"]) == {"inspect_logs", "inspect_metrics", "declare"}
+    assert set(found["action"]["discriminator"]["mapping"]) == set(ACTION_NAMES)
+    assert {"inspect_logs", "inspect_metrics", "declare", "restart", "resolve"} <= set(ACTION_NAMES)
     assert "visible_logs" in found["observation"]["$defs"]["Observation"]["properties"]
