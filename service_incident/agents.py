@@ -14,9 +14,9 @@ import re
 from collections import Counter
 from typing import Protocol
 
-from .models import Action, Declare, InspectLogs, InspectMetrics, Metrics, Observation, Severity
+from .models import Action, Declare, InspectLogs, InspectMetrics, Metrics, Observation
 from .telemetry import ANOMALY_LEVELS, parse_time
-from .world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS
+from .world import rubric
 
 _BLAME = re.compile(r"\bupstream=([\w.-]+)")
 _ERROR_RATIO = re.compile(r"5xx ratio ([\d.]+)%")
@@ -30,15 +30,6 @@ class Agent(Protocol):
     name: str
 
     def act(self, observation: Observation) -> Action: ...
-
-
-def rubric(error_rate: float, latency_ms: float, data_at_risk: bool) -> Severity:
-    """The README's severity rubric, applied to what an agent has observed."""
-    if data_at_risk or error_rate >= P0_ERROR_RATE or latency_ms >= P0_LATENCY_MS:
-        return "P0"
-    if error_rate >= P1_ERROR_RATE or latency_ms >= P1_LATENCY_MS:
-        return "P1"
-    return "P2"
 
 
 def read_log(text: str) -> tuple[bool, Counter[str]]:

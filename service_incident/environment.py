@@ -268,7 +268,8 @@ class ServiceIncidentEnvironment:
         world = episode.world
         if isinstance(action, Declare):
             declared = frozenset([action.target, *action.additional_targets])
-            severity_right: bool | None = action.severity == world.severity()
+            # Judged on what the pages could have shown by now, lag included.
+            severity_right: bool | None = action.severity == world.severity(episode.telemetry.lagged(episode.step))
             said = f" with severity {action.severity}"
         else:
             declared, severity_right, said = frozenset(action.targets), None, ""

@@ -14,7 +14,7 @@ from typing import Literal
 Remedy = Literal["restart", "rollback", "scale_up", "escalate"]
 Health = Literal["degraded", "down"]
 
-APP_KINDS = ("web", "auth", "payments", "orders", "checkout", "inventory", "search", "notifications")
+APP_KINDS = ("web", "auth", "payments", "orders", "checkout", "inventory", "search", "notifications", "app")
 DATASTORES = ("database", "cache", "queue")
 
 

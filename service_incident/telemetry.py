@@ -10,6 +10,7 @@ import math
 import random
 import re
 from datetime import datetime, timedelta
+from functools import cached_property
 
 from .faults import FAULTS
 from .models import Alert, Metrics
@@ -77,15 +78,21 @@ class Telemetry:
     def __init__(self, world: World, seed: int) -> None:
         self.world = world
         self.seed = seed
-        self._identity: dict[str, tuple[str, str, int]] = {}
-        for spec in world.incident.services:
-            # Hosts, builds and pids belong to the system, not to the episode: keyed without the seed.
-            rng = rng_for(0, world.incident.id, spec.name, "identity")
-            version = "v{}.{}.{}".format(*rng.choices(range(1, 20), k=3))
-            self._identity[spec.name] = (f"{spec.name}-{rng.getrandbits(20):05x}", version, rng.randint(100, 9999))
+        self._identities: dict[str, tuple[str, str, int]] = {}
         self._alerts: dict[int, list[Alert]] = {}
-        started = parse_time(world.incident.started_at)
-        self._expired = format_time(started - timedelta(days=rng_for(0, world.incident.id, "cert").randint(1, 4)))
+
+    def _identity(self, service: str) -> tuple[str, str, int]:
+        """Host, build and pid of a service: they belong to the system, so they are keyed without the seed."""
+        if service not in self._identities:
+            rng = rng_for(0, self.world.incident.id, service, "identity")
+            version = "v{}.{}.{}".format(*rng.choices(range(1, 20), k=3))
+            self._identities[service] = (f"{service}-{rng.getrandbits(20):05x}", version, rng.randint(100, 9999))
+        return self._identities[service]
+
+    @cached_property
+    def _expired(self) -> str:
+        started = parse_time(self.world.incident.started_at)
+        return format_time(started - timedelta(days=rng_for(0, self.world.incident.id, "cert").randint(1, 4)))
 
     def logs(self, service: str, step: int) -> str:
         world, incident = self.world, self.world.incident
@@ -95,7 +102,7 @@ class Telemetry:
         rng = rng_for(self.seed, incident.id, service, "logs", step)
         profile = KINDS[incident.service(service).kind]
         state = world.states_at(step)[service]
-        host, version, pid = self._identity[service]
+        host, version, pid = self._identity(service)
         context = {"svc": service, "version": version, "expired": self._expired}
         signature: list[str] = []
         for fault in incident.faults:
@@ -131,7 +138,7 @@ class Telemetry:
 
     def metrics(self, service: str, step: int) -> Metrics:
         rng = rng_for(self.seed, self.world.incident.id, service, "metrics", step)
-        state = self.world.states_at(self._lagged(step))[service]
+        state = self.world.states_at(self.lagged(step))[service]
 
         def jitter(value: float) -> float:
             return value * (1.0 + rng.uniform(-METRIC_NOISE, METRIC_NOISE))
@@ -167,7 +174,7 @@ class Telemetry:
         """Recent releases and configuration changes of a service, newest first."""
         world, incident = self.world, self.world.incident
         rng = rng_for(0, incident.id, service, "deploys")
-        _, version, _ = self._identity[service]
+        _, version, _ = self._identity(service)
         started = parse_time(incident.started_at)
         entries: list[tuple[datetime, str]] = []
         for fault in incident.faults:
@@ -202,12 +209,12 @@ class Telemetry:
         return "\n".join(fill(report, rng, {}) for report in reports or [_HEALTHY_DB])
 
     def alerts(self, step: int) -> list[Alert]:
-        lagged = self._lagged(step)
+        lagged = self.lagged(step)
         if lagged not in self._alerts:
             self._alerts[lagged] = self._render_alerts(lagged)
         return self._alerts[lagged]
 
-    def _lagged(self, step: int) -> int:
+    def lagged(self, step: int) -> int:
         return max(0, step - self.world.incident.metrics_lag)
 
     def _render_alerts(self, step: int) -> list[Alert]:

@@ -24,6 +24,9 @@ class KindProfile:
     # back to the database and a notification is queued asynchronously, so neither fails the caller
     # the way a failed synchronous call does.
     caller_weight: float = 1.0
+    # A router sends each request to one of its upstreams, so it suffers their failures on average;
+    # any other service needs all of its dependencies for every request.
+    routes: bool = False
 
 
 _HTTP_ROUTINE = (
@@ -37,6 +40,7 @@ KINDS: Mapping[str, KindProfile] = {
         latency_ms=45, cpu_pct=32, memory_pct=38, process="nginx",
         routine_logs=(*_HTTP_ROUTINE, "INFO upstream keepalive pool size={int:32:64} idle={int:4:20}"),
         endpoints=("GET /api/catalog", "POST /api/checkout", "GET /api/account", "POST /api/login"),
+        routes=True,
     ),
     "web": KindProfile(
         latency_ms=80, cpu_pct=28, memory_pct=45, process="web-frontend",
@@ -63,6 +67,10 @@ KINDS: Mapping[str, KindProfile] = {
     "inventory": KindProfile(
         latency_ms=50, cpu_pct=24, memory_pct=42, process="inventory-api",
         routine_logs=_HTTP_ROUTINE, endpoints=("GET /v1/stock/sku-{int:1000:9999}", "POST /v1/reservations"),
+    ),
+    "app": KindProfile(
+        latency_ms=75, cpu_pct=27, memory_pct=46, process="app-server",
+        routine_logs=_HTTP_ROUTINE, endpoints=("GET /v1/items/{int:100:999}", "POST /v1/jobs"),
     ),
     "search": KindProfile(
         latency_ms=70, cpu_pct=40, memory_pct=60, process="search-api",

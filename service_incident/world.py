@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .faults import FAULTS, FaultType, Remedy
-from .incidents import FaultSpec, Incident
+from .incidents import FaultSpec, Incident, ServiceSpec
 from .models import Severity
-from .topology import KINDS, dependency_order
+from .topology import KINDS, KindProfile, dependency_order
 
 Health = Literal["ok", "degraded", "down"]
 Outcome = Literal["heals", "relief", "disruption", "no_effect"]
@@ -103,7 +103,7 @@ class World:
     step: int = 0
     history: list[Remediation] = field(default_factory=list)
     _runs: list[_FaultRun] = field(default_factory=list)
-    _order: list[str] = field(default_factory=list)
+    _order: list[tuple[ServiceSpec, KindProfile, list[tuple[str, float]]]] = field(default_factory=list)
     _capacity: dict[str, float] = field(default_factory=dict)
     _restarts: dict[str, set[int]] = field(default_factory=dict)
     _rolled_back: set[str] = field(default_factory=set)
@@ -111,7 +111,13 @@ class World:
 
     def __post_init__(self) -> None:
         self._runs = [_FaultRun(spec, FAULTS[spec.type]) for spec in self.incident.faults]
-        self._order = dependency_order({s.name: s.depends_on for s in self.incident.services})
+        specs = {s.name: s for s in self.incident.services}
+        # Everything the simulation needs per service, resolved once: spec, profile, (dependency, weight).
+        order = dependency_order({s.name: s.depends_on for s in self.incident.services})
+        self._order = [
+            (specs[n], KINDS[specs[n].kind], [(d, KINDS[specs[d].kind].caller_weight) for d in specs[n].depends_on])
+            for n in order
+        ]
 
     @property
     def states(self) -> dict[str, ServiceState]:
@@ -180,29 +186,22 @@ class World:
         facing = [states[s.name] for s in self.incident.services if s.user_facing]
         return max(s.error_rate for s in facing), max(s.latency_ms for s in facing)
 
-    def severity(self) -> Severity:
-        """The rubric applied to the worst impact users have seen so far in the episode.
+    def severity(self, through: int | None = None) -> Severity:
+        """The rubric applied to the worst impact users have seen up to step `through` (now by default).
 
         P0 a user-facing capability down or data at risk, P1 major degradation, P2 minor.
         """
-        at_risk = any(run.kind.data_at_risk and run.spec.onset <= self.step for run in self._runs)
-        worst = "P2"
-        for step in range(self.step + 1):
-            error_rate, latency = self.user_facing_impact(step)
-            if at_risk or error_rate >= P0_ERROR_RATE or latency >= P0_LATENCY_MS:
-                return "P0"
-            if error_rate >= P1_ERROR_RATE or latency >= P1_LATENCY_MS:
-                worst = "P1"
-        return worst
+        last = self.step if through is None else through
+        at_risk = any(run.kind.data_at_risk and run.spec.onset <= last for run in self._runs)
+        return max((rubric(*self.user_facing_impact(step), at_risk) for step in range(last + 1)), key=SEVERITIES.index)
 
     def _simulate(self, step: int) -> dict[str, ServiceState]:
         incident = self.incident
         noisy = {d.service for d in incident.distractions if d.kind == "noisy_neighbour"}
         flaky = {d.service for d in incident.distractions if d.kind == "flaky_errors"}
         states: dict[str, ServiceState] = {}
-        for name in self._order:
-            spec = incident.service(name)
-            profile = KINDS[spec.kind]
+        for spec, profile, deps in self._order:
+            name = spec.name
             latency, cpu, memory = profile.latency_ms, profile.cpu_pct, profile.memory_pct
             own_error = silent_failure = strength_total = 0.0
             health: Health | None = None
@@ -226,17 +225,21 @@ class World:
                 own_error = 1.0 - (1.0 - own_error) * (1.0 - RESTART_DISRUPTION)
             capacity = self._capacity.get(name, 1.0)
             cpu = profile.cpu_pct + (cpu - profile.cpu_pct) / capacity
-            success = 1.0 - own_error
             failing: list[tuple[str, float]] = []
-            for dep in spec.depends_on:
+            upstream_failure = upstream_latency = 0.0
+            for dep, weight in deps:
                 upstream = states[dep]
-                weight = KINDS[incident.service(dep).kind].caller_weight
                 share = upstream.call_failure * weight
                 if share > 0.0:
                     failing.append((dep, share))
-                    success *= 1.0 - share
-                latency += min(upstream.latency_ms, CALL_DEADLINE_MS) * weight
-            error_rate = 1.0 - success
+                if profile.routes:
+                    upstream_failure += share / len(deps)
+                    upstream_latency += min(upstream.latency_ms, CALL_DEADLINE_MS) / len(deps)
+                else:
+                    upstream_failure = 1.0 - (1.0 - upstream_failure) * (1.0 - share)
+                    upstream_latency += min(upstream.latency_ms, CALL_DEADLINE_MS) * weight
+            latency += upstream_latency
+            error_rate = 1.0 - (1.0 - own_error) * (1.0 - upstream_failure)
             if failing:
                 cpu = min(99.0, cpu + 10.0 * (error_rate - own_error))
             call_failure = min(1.0, error_rate + silent_failure + _timeout_share(latency))
@@ -258,6 +261,18 @@ class World:
                 fault_strength=strength_total,
             )
         return states
+
+
+SEVERITIES: tuple[Severity, ...] = ("P2", "P1", "P0")
+
+
+def rubric(error_rate: float, latency_ms: float, data_at_risk: bool) -> Severity:
+    """The severity rubric: P0 a user-facing capability down or data at risk, P1 major degradation, P2 minor."""
+    if data_at_risk or error_rate >= P0_ERROR_RATE or latency_ms >= P0_LATENCY_MS:
+        return "P0"
+    if error_rate >= P1_ERROR_RATE or latency_ms >= P1_LATENCY_MS:
+        return "P1"
+    return "P2"
 
 
 def _timeout_share(latency_ms: float) -> float:

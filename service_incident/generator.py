@@ -1,0 +1,202 @@
+"""Procedural incidents: (difficulty or explicit knobs, seed) -> an Incident like the curated ones.
+
+Everything is drawn from one `random.Random(seed)`, so a seed names an incident forever. Draws that
+would make a label hard to recover (user-facing impact on the edge of a severity band, nobody
+paged) are rejected and redrawn from the same stream, so every generated label is recoverable from
+what the agent can observe.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+
+from msgspec import Struct, structs
+
+from .faults import FAULTS
+from .incidents import Distraction, DistractionKind, FaultSpec, Incident, LogGap, ServiceSpec, validate
+from .models import Severity
+from .telemetry import Telemetry
+from .topology import KINDS
+from .world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS, SEVERITIES, World, rubric
+
+# name, kind: the catalogue topologies are drawn from (the gateway is always the entry point).
+APPS: tuple[tuple[str, str], ...] = (
+    ("web", "web"),
+    ("auth", "auth"),
+    ("payments", "payments"),
+    ("orders", "orders"),
+    ("checkout", "checkout"),
+    ("inventory", "inventory"),
+    ("search", "search"),
+    ("notifications", "notifications"),
+    ("shipping", "app"),
+    ("recommendations", "app"),
+)
+STORES: tuple[tuple[str, str], ...] = (
+    ("db", "database"),
+    ("cache", "cache"),
+    ("queue", "queue"),
+    ("orders-db", "database"),
+    ("session-cache", "cache"),
+)
+MIN_SERVICES, MAX_SERVICES = 3, 15
+DISTRACTIONS: tuple[DistractionKind, ...] = (
+    "noisy_neighbour", "recent_deploy", "misleading_log", "flaky_errors", "stale_alert",
+)
+# Impact this close to a severity threshold is redrawn: the label must not hinge on noise.
+ERROR_MARGIN = 0.01
+LATENCY_MARGIN_MS = 100.0
+MAX_DRAWS = 200
+SETTLE_AFTER = 8
+INTENSITY_TRIES = 4
+
+
+class Knobs(Struct, frozen=True, forbid_unknown_fields=True):
+    """What shapes a generated incident; a difficulty is a preset of these."""
+
+    services: tuple[int, int]
+    faults: int = 1
+    intensity: tuple[float, float] = (0.8, 1.0)
+    red_herrings: int = 0
+    metrics_lag: int = 0
+    log_gaps: int = 0
+    intensify: bool = False
+    fault_types: tuple[str, ...] = ()
+
+
+PRESETS: Mapping[str, Knobs] = {
+    "easy": Knobs(services=(3, 5), intensity=(0.05, 1.0)),
+    "medium": Knobs(services=(5, 8), intensity=(0.05, 0.9), red_herrings=2, intensify=True),
+    "hard": Knobs(services=(8, 12), intensity=(0.05, 0.7), red_herrings=3, metrics_lag=1, log_gaps=2, intensify=True),
+    "expert": Knobs(
+        services=(10, 15), faults=2, intensity=(0.05, 0.7), red_herrings=4, metrics_lag=1, log_gaps=3, intensify=True
+    ),
+}
+
+
+def generate(knobs: Knobs | str, seed: int, incident_id: str | None = None) -> Incident:
+    """A well-formed incident whose labels are recoverable from its telemetry."""
+    preset = PRESETS[knobs] if isinstance(knobs, str) else knobs
+    rng = random.Random(f"incident:{seed}")
+    name = incident_id or f"{knobs if isinstance(knobs, str) else 'custom'}-{seed}"
+    # Aim at a severity so that labels spread over the rubric; settle for any recoverable one.
+    wanted = rng.choice(SEVERITIES)
+    for attempt in range(MAX_DRAWS):
+        incident = _draw(preset, rng, name, wanted, settle=attempt >= SETTLE_AFTER)
+        if incident is not None:
+            return validate(incident)
+    raise ValueError(f"no recoverable incident for these knobs after {MAX_DRAWS} draws (seed {seed})")
+
+
+def _draw(knobs: Knobs, rng: random.Random, incident_id: str, wanted: str, settle: bool) -> Incident | None:
+    services = _topology(rng, rng.randint(*knobs.services))
+    names = [s.name for s in services]
+    kinds = {s.name: s.kind for s in services}
+    types = list(knobs.fault_types or FAULTS)
+    faults: list[FaultSpec] = []
+    for _ in range(knobs.faults):
+        fault_type = rng.choice(types)
+        hosts = [n for n in names if kinds[n] in FAULTS[fault_type].kinds and n not in {f.service for f in faults}]
+        if wanted == "P2":
+            # Minor incidents live where callers lean on a service lightly (queues, caches, async work).
+            hosts = [n for n in hosts if KINDS[kinds[n]].caller_weight < 1.0] or hosts
+        if not hosts:
+            return None
+        intensify_at = rng.randint(2, 4) if knobs.intensify and rng.random() < 0.5 else None
+        faults.append(FaultSpec(service=rng.choice(hosts), type=fault_type, intensify_at=intensify_at))
+    roots = {f.service for f in faults}
+    bystanders = [n for n in names if n not in roots]
+    gaps: dict[str, LogGap] = {}
+    for name in rng.sample(bystanders, min(knobs.log_gaps, len(bystanders))):
+        gaps[name] = rng.choice(("partial", "empty"))
+    draft = Incident(
+        id=incident_id,
+        services=services,
+        faults=faults,
+        initial_visible=rng.choice(bystanders or names),
+        distractions=_distractions(rng, knobs.red_herrings, services, roots),
+        started_at=f"2026-{rng.randint(1, 11):02d}-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:"
+        f"{rng.randint(0, 59):02d}:00Z",
+        metrics_lag=knobs.metrics_lag,
+        log_gaps=gaps,
+    )
+    # Try a few strengths and keep one whose labels are clear, preferring the wanted severity.
+    candidates = []
+    for _ in range(INTENSITY_TRIES):
+        strengths = [round(rng.uniform(*knobs.intensity), 2) for _ in faults]
+        incident = structs.replace(
+            draft,
+            faults=[
+                structs.replace(f, intensity=x, peak=round(min(1.0, x + 0.3), 2) if f.intensify_at else 1.0)
+                for f, x in zip(faults, strengths, strict=True)
+            ],
+        )
+        severity = _recoverable_severity(incident)
+        if severity == wanted:
+            return incident
+        if severity is not None:
+            candidates.append(incident)
+    return candidates[0] if candidates and settle else None
+
+
+def _topology(rng: random.Random, count: int) -> list[ServiceSpec]:
+    """A layered DAG: the gateway calls front services, apps call deeper apps and datastores."""
+    count = max(MIN_SERVICES, min(MAX_SERVICES, count))
+    store_count = 1 + (count >= 6) + (count >= 9) + (count >= 12)
+    app_count = min(len(APPS), count - 1 - store_count)
+    store_count = count - 1 - app_count
+    apps = rng.sample(APPS, app_count)
+    stores = [STORES[0], *rng.sample(STORES[1:], store_count - 1)]
+    depends: dict[str, list[str]] = {name: [] for name, _ in apps}
+    for index, (name, _) in enumerate(apps):
+        deeper = [n for n, _ in apps[index + 1 :]]
+        picks = rng.sample(deeper, min(len(deeper), rng.randint(0, 2)))
+        picks += rng.sample([n for n, _ in stores], rng.randint(1, min(2, len(stores))))
+        depends[name] = picks
+    called = {dep for deps in depends.values() for dep in deps}
+    for store, _ in stores:
+        if store not in called:
+            depends[rng.choice(apps)[0]].append(store)
+    # The gateway fronts the first apps and any app nobody else calls: everything is reachable.
+    front = [n for index, (n, _) in enumerate(apps) if index < 2 or n not in called]
+    specs = [ServiceSpec(name="gateway", kind="gateway", depends_on=front, user_facing=True)]
+    specs += [ServiceSpec(name=n, kind=k, depends_on=depends[n], user_facing=n in front) for n, k in apps]
+    specs += [ServiceSpec(name=n, kind=k) for n, k in stores]
+    return specs
+
+
+def _distractions(
+    rng: random.Random, count: int, services: list[ServiceSpec], roots: set[str]
+) -> list[Distraction]:
+    found: list[Distraction] = []
+    bystanders = [s for s in services if s.name not in roots]
+    for kind in rng.sample(DISTRACTIONS, min(count, len(DISTRACTIONS))):
+        if kind == "misleading_log":
+            healthy = [(s, d) for s in bystanders for d in s.depends_on if d not in roots]
+            if healthy:
+                service, blamed = rng.choice(healthy)
+                found.append(Distraction(kind=kind, service=service.name, blames=blamed))
+        elif bystanders:
+            found.append(Distraction(kind=kind, service=rng.choice(bystanders).name))
+    return found
+
+
+def _recoverable_severity(incident: Incident) -> Severity | None:
+    """The incident's severity if somebody is paged and it is clear of the rubric's edges, else None.
+
+    Untouched, the world only changes when a fault worsens, so the checkpoints cover every step.
+    """
+    world = World(incident)
+    if not Telemetry(world, 0).alerts(0):
+        return None
+    at_risk = any(FAULTS[f.type].data_at_risk for f in incident.faults)
+    severities: list[Severity] = []
+    for step in {0} | {f.intensify_at for f in incident.faults if f.intensify_at is not None}:
+        error_rate, latency = world.user_facing_impact(step)
+        if any(abs(error_rate - edge) < ERROR_MARGIN for edge in (P1_ERROR_RATE, P0_ERROR_RATE)):
+            return None
+        if any(abs(latency - edge) < LATENCY_MARGIN_MS for edge in (P1_LATENCY_MS, P0_LATENCY_MS)):
+            return None
+        severities.append(rubric(error_rate, latency, at_risk))
+    return max(severities, key=SEVERITIES.index)
