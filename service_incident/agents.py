@@ -14,16 +14,28 @@ import re
 from collections import Counter
 from typing import Protocol
 
-from .models import Action, Declare, InspectLogs, InspectMetrics, Metrics, Observation
+from msgspec import Struct
+
+from .models import (
+    Action,
+    Declare,
+    Escalate,
+    InspectLogs,
+    InspectMetrics,
+    Metrics,
+    Observation,
+    Restart,
+    Rollback,
+    ScaleUp,
+)
 from .telemetry import ANOMALY_LEVELS, parse_time
 from .world import rubric
 
 _BLAME = re.compile(r"\bupstream=([\w.-]+)")
-_ERROR_RATIO = re.compile(r"5xx ratio ([\d.]+)%")
-_P99 = re.compile(r"p99 latency ([\d.]+) ms")
 # A page older than this was firing before the incident and is not part of it.
 STALE_ALERT_S = 3600
 _DATASTORES = frozenset({"database", "queue"})
+THOROUGH_BUDGET = 8
 
 
 class Agent(Protocol):
@@ -33,7 +45,10 @@ class Agent(Protocol):
 
 
 def read_log(text: str) -> tuple[bool, Counter[str]]:
-    """Whether a service's log shows trouble of its own, and which upstreams its errors blame."""
+    """Whether a service's log shows trouble of its own, and how strongly its lines blame each upstream.
+
+    An error blames fully; a warning (a slow call that was retried) blames a quarter as much.
+    """
     own, blames = False, Counter[str]()
     for line in text.splitlines():
         fields = line.split(maxsplit=4)
@@ -41,14 +56,14 @@ def read_log(text: str) -> tuple[bool, Counter[str]]:
             continue
         blamed = _BLAME.search(line)
         if blamed:
-            blames[blamed.group(1)] += 1
+            blames[blamed.group(1)] += 0.25 if fields[3] == "WARN" else 1.0
         else:
             own = True
     return own, blames
 
 
 def paged_services(observation: Observation) -> list[str]:
-    """Services with live pages, user-facing critical ones first (the order alerts arrive in)."""
+    """Services paged during this episode, user-facing critical ones first (the order alerts arrive in)."""
     now = parse_time(observation.clock)
     seen: dict[str, None] = {}
     for alert in observation.alerts:
@@ -57,62 +72,182 @@ def paged_services(observation: Observation) -> list[str]:
     return list(seen)
 
 
+def _long_paged(observation: Observation) -> set[str]:
+    now = parse_time(observation.clock)
+    return {
+        a.service
+        for a in observation.alerts
+        if a.signal == "error_ratio" and (now - parse_time(a.since)).total_seconds() >= STALE_ALERT_S
+    }
+
+
 def user_impact(observation: Observation) -> tuple[float, float]:
-    error_rate = latency = 0.0
-    for alert in observation.alerts:
-        if match := _ERROR_RATIO.search(alert.summary):
-            error_rate = max(error_rate, float(match.group(1)) / 100)
-        if match := _P99.search(alert.summary):
-            latency = max(latency, float(match.group(1)))
+    """The worst error rate and p99 latency users have seen, from the pages' peaks."""
+    error_rate = max((a.peak for a in observation.alerts if a.signal == "http_5xx_ratio"), default=0.0)
+    latency = max((a.peak for a in observation.alerts if a.signal == "p99_latency_ms"), default=0.0)
     return error_rate, latency
 
 
+# An on-call runbook: what the root's own log lines suggest doing, first match wins.
+RUNBOOK: tuple[tuple[str, str], ...] = (
+    ("429 Too Many Requests", "escalate"),
+    ("backends unreachable", "escalate"),
+    ("certificate has expired", "escalate"),
+    ("memory limit", "scale_up"),
+    ("shedding load", "scale_up"),
+    ("No space left on device", "scale_up"),
+    ("maxmemory reached", "scale_up"),
+    ("OutOfMemoryError", "rollback"),
+    ("SerializationError", "rollback"),
+    ("NullPointerException", "rollback"),
+    ("audience mismatch", "rollback"),
+    ("duration:", "rollback"),
+)
+_REMEDY_ACTIONS = {"restart": Restart, "rollback": Rollback, "scale_up": ScaleUp, "escalate": Escalate}
+
+
+def runbook(log_text: str) -> str:
+    """The remedy an SRE would reach for given a root's logs; restart when nothing more specific fits."""
+    return next((remedy for marker, remedy in RUNBOOK if marker in log_text), "restart")
+
+
+def _depends_on(topology: dict[str, list[str]], service: str, target: str) -> bool:
+    stack, seen = [service], set()
+    while stack:
+        current = stack.pop()
+        if current == target:
+            return True
+        if current not in seen:
+            seen.add(current)
+            stack.extend(topology.get(current, ()))
+    return False
+
+
+class _Need(Struct, frozen=True):
+    """The walk cannot go on without the logs of `target`."""
+
+    target: str
+
+
+class _Walk:
+    def __init__(self, observation: Observation) -> None:
+        self.logs = observation.visible_logs
+        self.topology = {card.name: card.depends_on for card in observation.topology}
+        facing = {card.name for card in observation.topology if card.user_facing}
+        self.paged = paged_services(observation)
+        self.flapping = _long_paged(observation)
+        self.starts = [s for s in self.paged if s in facing] or self.paged or list(observation.services)
+        self.roots: list[str] = []
+        self.refuted: set[str] = set()
+        self.visited: set[str] = set()
+
+    def explained(self, service: str) -> bool:
+        return any(_depends_on(self.topology, service, root) for root in self.roots)
+
+    def trace(self, service: str) -> str | _Need | None:
+        """The root cause behind `service`, a service whose logs are needed first, or None."""
+        if service in self.visited:
+            return None
+        if service not in self.logs:
+            return _Need(service)
+        self.visited.add(service)
+        own, blames = self.read(service)
+        if _silent(self.logs[service]):
+            weak = sorted(self.topology.get(service, ()), key=lambda d: (d not in self.paged, d))
+            suspects = [(d, 0.0) for d in weak]
+        else:
+            suspects = sorted(blames.items(), key=lambda item: (-item[1], item[0]))
+        for upstream, strength in suspects:
+            if upstream in self.refuted or upstream in self.visited or upstream not in self.topology:
+                continue
+            # Errors are followed even behind a known root (there may be a second one); hints are not.
+            if strength < 1.0 and self.explained(upstream):
+                continue
+            if upstream not in self.logs:
+                return _Need(upstream)
+            upstream_own, upstream_blames = self.read(upstream)
+            if not (upstream_own or upstream_blames or _silent(self.logs[upstream])):
+                self.refuted.add(upstream)
+                continue
+            found = self.trace(upstream)
+            if isinstance(found, _Need):
+                return found
+            if found is not None and found not in self.roots:
+                self.roots.append(found)
+        # Trouble of its own makes a service a root cause even when it also suffers an upstream's.
+        return service if own else None
+
+    def read(self, service: str) -> tuple[bool, Counter[str]]:
+        own, blames = read_log(self.logs[service])
+        # A service paged for hours has a known, older problem: its own errors are not this incident's.
+        return own and service not in self.flapping, blames
+
+
 class ExpertAgent:
+    """Follows the evidence from the paged user-facing services to the services whose trouble is their own.
+
+    A depth-first walk along blamed upstreams, errors before warnings; a blamed service whose own logs
+    are clean is refuted; a service whose logs never arrived is walked through via its dependencies.
+    Each call re-derives everything from the observation, so the agent holds no hidden state.
+    """
+
     name = "expert"
 
     def act(self, observation: Observation) -> Action:
-        logs = observation.visible_logs
-        services = set(observation.services)
-        refuted: set[str] = set()
-        guess: str | None = None
-        starts = [*paged_services(observation), *observation.services]
-        for start in dict.fromkeys(starts):
-            current: str | None = start
-            while current is not None:
-                if current not in logs:
-                    return self._inspect_or_guess(observation, current)
-                own, blames = read_log(logs[current])
-                following: str | None = None
-                for upstream, _ in sorted(blames.items(), key=lambda item: (-item[1], item[0])):
-                    if upstream in refuted or upstream not in services:
-                        continue
-                    if upstream not in logs:
-                        return self._inspect_or_guess(observation, upstream)
-                    upstream_own, upstream_blames = read_log(logs[upstream])
-                    if upstream_own or set(upstream_blames) - refuted:
-                        following = upstream
-                        break
-                    refuted.add(upstream)
-                if following is None:
-                    if own:
-                        return self._declare(observation, current)
-                    guess = guess or current
-                current = following
-        return self._declare(observation, guess or observation.services[0])
+        walk = _Walk(observation)
+        # Given a budget to spare, every paged service is read in case a second fault hides behind the first.
+        thorough = observation.max_steps >= THOROUGH_BUDGET
+        for start in walk.starts:
+            if walk.explained(start) and not thorough:
+                continue
+            found = walk.trace(start)
+            if isinstance(found, str):
+                walk.roots.append(found)
+            elif found is not None:
+                return self._look(observation, found.target, walk.roots)
+        return self._conclude(observation, walk.roots or walk.starts[:1])
 
-    def _inspect_or_guess(self, observation: Observation, service: str) -> Action:
+    def _look(self, observation: Observation, service: str, roots: list[str]) -> Action:
         if observation.max_steps - observation.step_count > 1:
             return InspectLogs(target=service)
-        return self._declare(observation, service)
+        return self._declare(observation, roots or [service])
+
+    def _conclude(self, observation: Observation, roots: list[str]) -> Action:
+        """Remediate each root once if the task allows and the budget leaves room, then declare."""
+        remedied = {entry.split("(target=", 1)[1].split(")")[0] for entry in observation.action_history
+                    if any(f"{name}(target=" in entry for name in _REMEDY_ACTIONS)}
+        left = observation.max_steps - observation.step_count
+        pending = [root for root in roots if root not in remedied]
+        can_fix = all(name in observation.available_actions for name in _REMEDY_ACTIONS)
+        if can_fix and pending and left >= len(pending) + 2:
+            root = pending[0]
+            return _REMEDY_ACTIONS[runbook(observation.visible_logs.get(root, ""))](target=root)
+        if can_fix and remedied and left >= 2 and not observation.action_history[-1].split(": ", 1)[1].startswith(
+            "inspect_metrics"
+        ):
+            # Let the fix take hold and look at what users see before closing.
+            facing = [c.name for c in observation.topology if c.user_facing]
+            return InspectMetrics(target=facing[0])
+        return self._declare(observation, roots)
 
     @staticmethod
-    def _declare(observation: Observation, root: str) -> Declare:
+    def _declare(observation: Observation, roots: list[str]) -> Declare:
         kinds = {card.name: card.kind for card in observation.topology}
-        at_risk = kinds.get(root) in _DATASTORES and any(
-            " CRIT " in line and "write" in line for line in observation.visible_logs.get(root, "").splitlines()
+        at_risk = any(
+            kinds.get(root) in _DATASTORES and any(
+                " CRIT " in line and "write" in line for line in observation.visible_logs.get(root, "").splitlines()
+            )
+            for root in roots
         )
         error_rate, latency = user_impact(observation)
-        return Declare(target=root, severity=rubric(error_rate, latency, at_risk))
+        return Declare(
+            target=roots[0], additional_targets=roots[1:], severity=rubric(error_rate, latency, at_risk)
+        )
+
+
+def _silent(log_text: str) -> bool:
+    """A log view with no lines at all: the service's story has to come from elsewhere."""
+    return log_text.startswith("(no log lines")
 
 
 def loudness(metrics: Metrics) -> tuple[float, float]:

@@ -314,6 +314,7 @@ class ServiceIncidentEnvironment:
             clock=format_time(clock(episode.world, episode.step)),
             sla_minutes_left=max(0, task.sla_minutes - STEP_MINUTES * episode.step),
             message=message,
+            available_actions=list(task.actions),
             last_diagnostic=episode.diagnostic,
             action_history=list(episode.history),
             last_action_error=error,

@@ -16,9 +16,15 @@ from msgspec import Struct, structs
 from .faults import FAULTS
 from .incidents import Distraction, DistractionKind, FaultSpec, Incident, LogGap, ServiceSpec, validate
 from .models import Severity
-from .telemetry import Telemetry
+from .telemetry import (
+    ANOMALY_ERROR_RATE,
+    CPU_ALERT_PCT,
+    MEMORY_ALERT_PCT,
+    MIN_BLAMED_SHARE,
+    NON_FACING_ERROR_ALERT,
+)
 from .topology import KINDS
-from .world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS, SEVERITIES, World, rubric
+from .world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS, SEVERITIES, ServiceState, World, rubric
 
 # name, kind: the catalogue topologies are drawn from (the gateway is always the entry point).
 APPS: tuple[tuple[str, str], ...] = (
@@ -172,7 +178,12 @@ def _distractions(
     found: list[Distraction] = []
     bystanders = [s for s in services if s.name not in roots]
     for kind in rng.sample(DISTRACTIONS, min(count, len(DISTRACTIONS))):
-        if kind == "misleading_log":
+        if kind == "flaky_errors":
+            # Side-path failures (batch jobs, partner webhooks) belong to internal services.
+            internal = [s for s in bystanders if not s.user_facing]
+            if internal:
+                found.append(Distraction(kind=kind, service=rng.choice(internal).name))
+        elif kind == "misleading_log":
             healthy = [(s, d) for s in bystanders for d in s.depends_on if d not in roots]
             if healthy:
                 service, blamed = rng.choice(healthy)
@@ -183,12 +194,16 @@ def _distractions(
 
 
 def _recoverable_severity(incident: Incident) -> Severity | None:
-    """The incident's severity if somebody is paged and it is clear of the rubric's edges, else None.
+    """The incident's severity if its labels can be recovered from telemetry, else None.
 
-    Untouched, the world only changes when a fault worsens, so the checkpoints cover every step.
+    Recoverable: every root cause is paged itself or lies at the end of a trail of blame from a
+    paged user-facing service (each hop's callers log failures naming it, or log nothing at all);
+    and the user-facing impact is clear of the rubric's edges. Untouched, the world only changes
+    when a fault worsens, so checking those steps covers every step.
     """
     world = World(incident)
-    if not Telemetry(world, 0).alerts(0):
+    states = world.states_at(0)
+    if not _traceable(incident, states):
         return None
     at_risk = any(FAULTS[f.type].data_at_risk for f in incident.faults)
     severities: list[Severity] = []
@@ -200,3 +215,33 @@ def _recoverable_severity(incident: Incident) -> Severity | None:
             return None
         severities.append(rubric(error_rate, latency, at_risk))
     return max(severities, key=SEVERITIES.index)
+
+
+def _traceable(incident: Incident, states: dict[str, ServiceState]) -> bool:
+    paged = {
+        s.name
+        for s in incident.services
+        if s.user_facing
+        and (states[s.name].error_rate >= ANOMALY_ERROR_RATE or states[s.name].latency_ms >= P1_LATENCY_MS)
+    }
+    depends = {s.name: s.depends_on for s in incident.services}
+    reached, frontier = set(paged), list(paged)
+    while frontier:
+        caller = frontier.pop()
+        if incident.log_gaps.get(caller) == "empty":
+            hops = depends[caller]
+        else:
+            hops = [dep for dep, share in states[caller].failing_upstreams if share >= MIN_BLAMED_SHARE]
+        for dep in hops:
+            if dep not in reached:
+                reached.add(dep)
+                frontier.append(dep)
+    for fault in incident.faults:
+        state = states[fault.service]
+        self_paged = (
+            state.error_rate >= NON_FACING_ERROR_ALERT or state.cpu_pct >= CPU_ALERT_PCT
+            or state.memory_pct >= MEMORY_ALERT_PCT
+        )
+        if fault.service not in reached and not self_paged:
+            return False
+    return True

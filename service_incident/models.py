@@ -155,11 +155,19 @@ class ServiceCard(Struct, frozen=True):
     user_facing: bool
 
 
-class Alert(Struct, frozen=True):
-    """A page as the pager shows it: a symptom on a service, never a diagnosis."""
+class Alert(Struct, frozen=True, kw_only=True):
+    """A page as the pager shows it: a symptom on a service, never a diagnosis.
+
+    An alert that fired earlier in the episode stays listed once it clears, as `resolved`, so the
+    worst impact users saw (`peak`) is never lost.
+    """
 
     service: str
+    signal: Literal["http_5xx_ratio", "error_ratio", "p99_latency_ms", "cpu_pct", "memory_pct", "disk_pct"]
     level: Literal["critical", "warning"]
+    status: Literal["firing", "resolved"]
+    value: float
+    peak: float
     summary: str
     since: str
 
@@ -183,6 +191,7 @@ class Observation(Struct, kw_only=True, omit_defaults=False):
     clock: str
     sla_minutes_left: int = 0
     message: str
+    available_actions: list[str] = []
     last_diagnostic: str | None = None
     action_history: list[str] = []
     last_action_error: str | None = None

@@ -41,6 +41,7 @@ WEIGHTS: Mapping[str, Mapping[str, float]] = {
         "root_cause": 0.3, "remediation": 0.3, "severity": 0.1, "evidence": 0.1, "efficiency": 0.1, "rationale": 0.1,
     },
     "rca": {"root_cause": 0.4, "remediation": 0.2, "evidence": 0.2, "efficiency": 0.2},
+    "generated": {"root_cause": 0.35, "remediation": 0.2, "severity": 0.15, "evidence": 0.15, "efficiency": 0.15},
 }
 SCORE_WASTE = 0.05  # taken off per wasted action (redundant, invalid, disallowed, or a wrong remedy)
 SCORE_FLOOR = 0.01

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from msgspec import Struct
 
+from . import dataset
 from .incidents import Incident, load_suite
 
 
@@ -51,25 +52,40 @@ def _triage(difficulty: str, prefix: str, max_steps: int) -> Task:
     )
 
 
-_registry: dict[str, Task] = {
+INVESTIGATION = ("inspect_logs", "inspect_metrics", "check_health", "inspect_deploys", "run_db_query")
+REMEDIATION = ("restart", "rollback", "scale_up", "escalate")
+GENERATED_BUDGETS: Mapping[str, int] = {"easy": 8, "medium": 10, "hard": 12, "expert": 14}
+
+
+def _generated(difficulty: str, max_steps: int) -> Task:
+    return Task(
+        id=f"gen_{difficulty}",
+        suite="generated",
+        difficulty=difficulty,
+        max_steps=max_steps,
+        description=(
+            f"Generated {difficulty} incident: investigate a system of services, remediate if you can, and "
+            f"declare the root-cause service(s) and the severity within {max_steps} steps. Any seed draws a "
+            "training incident; the listed incidents are the frozen evaluation set."
+        ),
+        actions=(*INVESTIGATION, *REMEDIATION, "declare"),
+        ends_on=("declare",),
+        grading="generated",
+        incidents=dataset.eval_ids(difficulty),
+        generated=True,
+    )
+
+
+TASKS: Mapping[str, Task] = {
     task.id: task
     for task in (
         _triage("easy", "easy_", 3),
         _triage("medium", "med_", 5),
         _triage("hard", "hard_", 6),
+        *(_generated(difficulty, budget) for difficulty, budget in GENERATED_BUDGETS.items()),
     )
 }
-# Incident sources other than curated files (the generator) register here: task id -> resolver.
-_sources: dict[str, Callable[[Task, str | None, int], Incident]] = {}
-
-TASKS: Mapping[str, Task] = _registry
 DEFAULT_TASK = "easy"
-
-
-def register(task: Task, source: Callable[[Task, str | None, int], Incident] | None = None) -> None:
-    _registry[task.id] = task
-    if source is not None:
-        _sources[task.id] = source
 
 
 def catalogue() -> list[Task]:
@@ -79,9 +95,12 @@ def catalogue() -> list[Task]:
 
 def resolve_incident(task: Task, incident_id: str | None, seed: int) -> Incident:
     """The incident an episode plays: named, or drawn from the task by the episode's seed."""
-    source = _sources.get(task.id)
-    if source is not None:
-        return source(task, incident_id, seed)
+    if task.generated:
+        if incident_id is None:
+            return dataset.training_incident(task.difficulty, seed)
+        if incident_id not in task.incidents:
+            raise KeyError(incident_id)
+        return dataset.frozen()[incident_id]
     if incident_id is None:
         incident_id = random.Random(f"{task.id}:{seed}").choice(task.incidents)
     for candidate in load_suite(task.suite):

@@ -29,6 +29,9 @@ METRIC_NOISE = 0.04
 NON_FACING_ERROR_ALERT = 0.10
 CPU_ALERT_PCT = 90.0
 RECENT_CHANGE_H = 6
+FLAPPING_H = 2
+# Failures rarer than this do not show up in a two-minute window of logs.
+MIN_BLAMED_SHARE = 0.01
 MEMORY_ALERT_PCT = 92.0
 
 _FIELD = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
@@ -112,6 +115,8 @@ class Telemetry:
                 signature += [templates[i % len(templates)] for i in range(count)]
         lines = list(signature)
         for upstream, share in state.failing_upstreams:
+            if share < MIN_BLAMED_SHARE:
+                continue
             caller_log = _caller_template(world, upstream, step)
             lines += [caller_log.replace("{upstream}", upstream)] * min(4, math.ceil(1 + share * 6))
         for distraction in incident.distractions:
@@ -209,6 +214,7 @@ class Telemetry:
         return "\n".join(fill(report, rng, {}) for report in reports or [_HEALTHY_DB])
 
     def alerts(self, step: int) -> list[Alert]:
+        """Firing alerts and those that fired earlier in the episode, as of what metrics show (lag included)."""
         lagged = self.lagged(step)
         if lagged not in self._alerts:
             self._alerts[lagged] = self._render_alerts(lagged)
@@ -217,33 +223,66 @@ class Telemetry:
     def lagged(self, step: int) -> int:
         return max(0, step - self.world.incident.metrics_lag)
 
-    def _render_alerts(self, step: int) -> list[Alert]:
-        incident = self.world.incident
+    def _readings(self, step: int) -> dict[tuple[str, str], float]:
+        """Which alert rules fire at a step, and on what value."""
         states = self.world.states_at(step)
-        since = format_time(parse_time(incident.started_at) - timedelta(minutes=5))
-        alerts: list[Alert] = []
-        for spec in incident.services:
+        fired: dict[tuple[str, str], float] = {}
+        for spec in self.world.incident.services:
             state = states[spec.name]
             if spec.user_facing and state.error_rate >= ANOMALY_ERROR_RATE:
-                level = "critical" if state.error_rate >= P1_ERROR_RATE else "warning"
-                summary = f"HTTP 5xx ratio {100 * state.error_rate:.1f}% over 5m (SLO 99.5%)"
-                alerts.append(Alert(spec.name, level, summary, since))
+                fired[(spec.name, "http_5xx_ratio")] = state.error_rate
             elif not spec.user_facing and state.error_rate >= NON_FACING_ERROR_ALERT:
-                summary = f"error ratio {100 * state.error_rate:.1f}% over 5m"
-                alerts.append(Alert(spec.name, "warning", summary, since))
+                fired[(spec.name, "error_ratio")] = state.error_rate
             if spec.user_facing and state.latency_ms >= P1_LATENCY_MS:
-                summary = f"p99 latency {state.latency_ms:.0f} ms over 5m (objective 800 ms)"
-                alerts.append(Alert(spec.name, "warning", summary, since))
+                fired[(spec.name, "p99_latency_ms")] = state.latency_ms
             if state.cpu_pct >= CPU_ALERT_PCT:
-                alerts.append(Alert(spec.name, "warning", f"CPU {state.cpu_pct:.0f}% for 10m", since))
+                fired[(spec.name, "cpu_pct")] = state.cpu_pct
             if state.memory_pct >= MEMORY_ALERT_PCT:
-                alerts.append(Alert(spec.name, "warning", f"memory {state.memory_pct:.0f}% of limit", since))
-        stale = format_time(parse_time(incident.started_at) - timedelta(hours=3, minutes=12))
+                fired[(spec.name, "memory_pct")] = state.memory_pct
+        return fired
+
+    def _render_alerts(self, step: int) -> list[Alert]:
+        incident = self.world.incident
+        started = parse_time(incident.started_at)
+        first: dict[tuple[str, str], int] = {}
+        peaks: dict[tuple[str, str], float] = {}
+        for moment in range(step + 1):
+            for key, value in self._readings(moment).items():
+                first.setdefault(key, moment)
+                peaks[key] = max(peaks.get(key, 0.0), value)
+        now = self._readings(step)
+        # Side-path failures have been flapping for hours: their error alert is that old.
+        flapping = {d.service for d in incident.distractions if d.kind == "flaky_errors"}
+        alerts = []
+        for (service, signal), peak in peaks.items():
+            value = now.get((service, signal), 0.0)
+            since = started - timedelta(minutes=5) + timedelta(minutes=STEP_MINUTES * first[(service, signal)])
+            if signal == "error_ratio" and service in flapping:
+                since = started - timedelta(hours=FLAPPING_H)
+            critical = signal == "http_5xx_ratio" and peak >= P1_ERROR_RATE
+            alerts.append(
+                Alert(
+                    service=service,
+                    signal=signal,
+                    level="critical" if critical else "warning",
+                    status="firing" if (service, signal) in now else "resolved",
+                    value=round(value, 4 if signal.endswith("ratio") else 1),
+                    peak=round(peak, 4 if signal.endswith("ratio") else 1),
+                    summary=_ALERT_TEXT[signal].format(value=value, peak=peak),
+                    since=format_time(since),
+                )
+            )
+        stale = format_time(started - timedelta(hours=3, minutes=12))
         for distraction in incident.distractions:
             if distraction.kind == "stale_alert":
-                summary = "disk usage /var/log 83% (threshold 80%)"
-                alerts.append(Alert(distraction.service, "warning", summary, stale))
-        alerts.sort(key=lambda a: (a.level != "critical", not incident.service(a.service).user_facing))
+                alerts.append(
+                    Alert(
+                        service=distraction.service, signal="disk_pct", level="warning", status="firing",
+                        value=83.0, peak=83.0, summary="disk usage /var/log 83% (threshold 80%)", since=stale,
+                    )
+                )
+        facing = {s.name for s in incident.services if s.user_facing}
+        alerts.sort(key=lambda a: (a.status != "firing", a.level != "critical", a.service not in facing, a.service))
         return alerts
 
     def logs_anomalous(self, text: str) -> bool:
@@ -329,6 +368,13 @@ _REMEDIATION_LOGS = {
     "escalate": "INFO incident ticket opened with the owning team",
 }
 
+_ALERT_TEXT = {
+    "http_5xx_ratio": "HTTP 5xx ratio {value:.1%} over 5m, peak {peak:.1%} (SLO 99.5%)",
+    "error_ratio": "error ratio {value:.1%} over 5m, peak {peak:.1%}",
+    "p99_latency_ms": "p99 latency {value:.0f} ms over 5m, peak {peak:.0f} ms (objective 800 ms)",
+    "cpu_pct": "CPU {value:.0f}% for 10m, peak {peak:.0f}%",
+    "memory_pct": "memory {value:.0f}% of limit, peak {peak:.0f}%",
+}
 _UPSTREAM = re.compile(r"\bupstream=([\w.-]+)")
 
 

@@ -21,8 +21,9 @@ from .topology import KINDS, KindProfile, dependency_order
 Health = Literal["ok", "degraded", "down"]
 Outcome = Literal["heals", "relief", "disruption", "no_effect"]
 
-# A call slower than this starts timing out at the caller; the share grows until TIMEOUT_SPAN past it.
-CALL_TIMEOUT_MS = 250.0
+# A service this much slower than it is when healthy starts timing its callers out; the share of
+# calls that time out grows until TIMEOUT_SPAN past it.
+SLOWDOWN_TOLERANCE_MS = 240.0
 TIMEOUT_SPAN_MS = 2500.0
 MAX_TIMEOUT_SHARE = 0.9
 # A caller waits at most this long on one dependency before giving up.
@@ -108,6 +109,7 @@ class World:
     _restarts: dict[str, set[int]] = field(default_factory=dict)
     _rolled_back: set[str] = field(default_factory=set)
     _cache: dict[int, dict[str, ServiceState]] = field(default_factory=dict)
+    _healthy_latency: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._runs = [_FaultRun(spec, FAULTS[spec.type]) for spec in self.incident.faults]
@@ -118,6 +120,14 @@ class World:
             (specs[n], KINDS[specs[n].kind], [(d, KINDS[specs[d].kind].caller_weight) for d in specs[n].depends_on])
             for n in order
         ]
+        # Callers time out on a service that is slower than usual, not on one that is deep.
+        healthy: dict[str, float] = {}
+        for spec, profile, deps in self._order:
+            share = [(1.0 / len(deps) if profile.routes else weight) for _, weight in deps]
+            healthy[spec.name] = profile.latency_ms + sum(
+                min(healthy[d], CALL_DEADLINE_MS) * s for (d, _), s in zip(deps, share, strict=True)
+            )
+        self._healthy_latency = healthy
 
     @property
     def states(self) -> dict[str, ServiceState]:
@@ -242,7 +252,8 @@ class World:
             error_rate = 1.0 - (1.0 - own_error) * (1.0 - upstream_failure)
             if failing:
                 cpu = min(99.0, cpu + 10.0 * (error_rate - own_error))
-            call_failure = min(1.0, error_rate + silent_failure + _timeout_share(latency))
+            slowdown = latency - self._healthy_latency.get(name, latency)
+            call_failure = min(1.0, error_rate + silent_failure + _timeout_share(slowdown))
             if name in noisy:
                 cpu = max(cpu, NOISY_NEIGHBOUR_CPU / capacity)
             reported_error = error_rate
@@ -275,8 +286,8 @@ def rubric(error_rate: float, latency_ms: float, data_at_risk: bool) -> Severity
     return "P2"
 
 
-def _timeout_share(latency_ms: float) -> float:
-    return min(MAX_TIMEOUT_SHARE, max(0.0, (latency_ms - CALL_TIMEOUT_MS) / TIMEOUT_SPAN_MS))
+def _timeout_share(slowdown_ms: float) -> float:
+    return min(MAX_TIMEOUT_SHARE, max(0.0, (slowdown_ms - SLOWDOWN_TOLERANCE_MS) / TIMEOUT_SPAN_MS))
 
 
 def _health(error_rate: float, latency_ms: float, baseline_ms: float) -> Health:

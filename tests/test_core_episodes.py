@@ -11,7 +11,7 @@ from service_incident.models import Action, Declare, InspectLogs, InspectMetrics
 from service_incident.tasks import TASKS, resolve_incident
 from service_incident.world import World
 
-ALL = [(task.id, incident) for task in TASKS.values() for incident in task.incidents]
+ALL = [(task.id, incident) for task in TASKS.values() if task.suite == "triage" for incident in task.incidents]
 
 
 def play(agent: Agent, task_id: str, incident_id: str, seed: int = 11) -> list[Observation]:
