@@ -36,6 +36,7 @@ _BLAME = re.compile(r"\bupstream=([\w.-]+)")
 STALE_ALERT_S = 3600
 _DATASTORES = frozenset({"database", "queue"})
 THOROUGH_BUDGET = 8
+_USER_SIGNALS = frozenset({"http_5xx_ratio", "p99_latency_ms"})
 
 
 class Agent(Protocol):
@@ -213,21 +214,24 @@ class ExpertAgent:
         return self._declare(observation, roots or [service])
 
     def _conclude(self, observation: Observation, roots: list[str]) -> Action:
-        """Remediate each root once if the task allows and the budget leaves room, then declare."""
-        remedied = {entry.split("(target=", 1)[1].split(")")[0] for entry in observation.action_history
-                    if any(f"{name}(target=" in entry for name in _REMEDY_ACTIONS)}
+        """Remediate each root once if the task allows and the budget leaves room, watch users recover, declare."""
+        remedied = {
+            entry.split("(target=", 1)[1].split(")")[0]
+            for entry in observation.action_history
+            if any(f"{name}(target=" in entry for name in _REMEDY_ACTIONS)
+        }
         left = observation.max_steps - observation.step_count
         pending = [root for root in roots if root not in remedied]
         can_fix = all(name in observation.available_actions for name in _REMEDY_ACTIONS)
         if can_fix and pending and left >= len(pending) + 2:
             root = pending[0]
             return _REMEDY_ACTIONS[runbook(observation.visible_logs.get(root, ""))](target=root)
-        if can_fix and remedied and left >= 2 and not observation.action_history[-1].split(": ", 1)[1].startswith(
-            "inspect_metrics"
-        ):
-            # Let the fix take hold and look at what users see before closing.
-            facing = [c.name for c in observation.topology if c.user_facing]
-            return InspectMetrics(target=facing[0])
+        hurting = sorted(
+            {a.service for a in observation.alerts if a.status == "firing" and a.signal in _USER_SIGNALS}
+        )
+        if can_fix and remedied and hurting and left >= 2:
+            # Watch what users see until the pages clear, one paged service after another.
+            return InspectMetrics(target=hurting[observation.step_count % len(hurting)])
         return self._declare(observation, roots)
 
     @staticmethod

@@ -183,12 +183,11 @@ class World:
         return outcome
 
     def restored(self) -> bool:
-        """Every fault healed and every user-facing service back within its objectives."""
-        if any(run.strength(self.step) > 0.0 or run.healed_at is None for run in self._runs):
+        """Every fault's fix in effect and every user-facing service back within its objectives."""
+        if any(run.healed_at is None or run.healed_at > self.step for run in self._runs):
             return False
-        return all(
-            self.states[s.name].error_rate < P1_ERROR_RATE for s in self.incident.services if s.user_facing
-        )
+        error_rate, latency = self.user_facing_impact()
+        return error_rate < P1_ERROR_RATE and latency < P1_LATENCY_MS
 
     def user_facing_impact(self, step: int | None = None) -> tuple[float, float]:
         """Worst error rate and worst p99 latency any user sees at a step (now by default)."""
