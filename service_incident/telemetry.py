@@ -107,29 +107,29 @@ class Telemetry:
         state = world.states_at(step)[service]
         host, version, pid = self._identity(service)
         context = {"svc": service, "version": version, "expired": self._expired}
-        signature: list[str] = []
+        # Evidence comes in groups (the fault's own lines, the failures blamed on each upstream):
+        # a partial shipper drops lines at random but leaves one line of every group.
+        groups: list[list[str]] = []
         for fault in incident.faults:
             if fault.service == service and state.fault_strength > 0.0:
                 templates = FAULTS[fault.type].logs
                 count = max(2, round(2 + 3 * min(1.0, state.fault_strength)))
-                signature += [templates[i % len(templates)] for i in range(count)]
-        lines = list(signature)
+                groups.append([templates[i % len(templates)] for i in range(count)])
         for upstream, share in state.failing_upstreams:
-            if share < MIN_BLAMED_SHARE:
-                continue
-            caller_log = _caller_template(world, upstream, step)
-            lines += [caller_log.replace("{upstream}", upstream)] * min(4, math.ceil(1 + share * 6))
+            if share >= MIN_BLAMED_SHARE:
+                caller_log = _caller_template(world, upstream, step).replace("{upstream}", upstream)
+                groups.append([caller_log] * min(4, math.ceil(1 + share * 6)))
         for distraction in incident.distractions:
             if distraction.service == service:
-                lines += _DISTRACTION_LOGS[distraction.kind](distraction.blames or "")
+                groups.append(_DISTRACTION_LOGS[distraction.kind](distraction.blames or ""))
         for event in world.history:
             if event.service == service and step - 1 <= event.step <= step:
-                lines.append(_REMEDIATION_LOGS[event.remedy])
-        lines += [rng.choice(profile.routine_logs) for _ in range(max(2, LOG_LINES - len(lines)))]
+                groups.append([_REMEDIATION_LOGS[event.remedy]])
+        evidence = sum(len(group) for group in groups)
+        groups.append([rng.choice(profile.routine_logs) for _ in range(max(2, LOG_LINES - evidence))])
         if gap == "partial":
-            # The shipper drops lines at random, but what reaches the index still tells the story.
-            kept = [line for line in lines if rng.random() < 0.5]
-            lines = kept + ([signature[0]] if signature and not set(signature) & set(kept) else [])
+            groups = [[line for line in group if rng.random() < 0.5] or group[:1] for group in groups]
+        lines = [line for group in groups for line in group]
         rng.shuffle(lines)
         now = clock(world, step)
         offsets = sorted(rng.uniform(0, LOG_WINDOW_S) for _ in lines)
