@@ -127,10 +127,12 @@ def _draw(knobs: Knobs, rng: random.Random, incident_id: str, wanted: str, settl
         metrics_lag=knobs.metrics_lag,
         log_gaps=gaps,
     )
-    # Try a few strengths and keep one whose labels are clear, preferring the wanted severity.
+    # Search the fault strengths for clear labels at the wanted severity: too severe halves the
+    # range from above, too mild from below.
+    low, high = knobs.intensity
     candidates = []
     for _ in range(INTENSITY_TRIES):
-        strengths = [round(rng.uniform(*knobs.intensity), 2) for _ in faults]
+        strengths = [round(rng.uniform(low, high), 2) for _ in faults]
         incident = structs.replace(
             draft,
             faults=[
@@ -143,6 +145,11 @@ def _draw(knobs: Knobs, rng: random.Random, incident_id: str, wanted: str, settl
             return incident
         if severity is not None:
             candidates.append(incident)
+            middle = sum(strengths) / len(strengths)
+            if SEVERITIES.index(severity) > SEVERITIES.index(wanted):
+                high = max(low, middle)
+            else:
+                low = min(high, middle)
     return candidates[0] if candidates and settle else None
 
 

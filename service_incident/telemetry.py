@@ -15,7 +15,7 @@ from functools import cached_property
 from .faults import FAULTS
 from .models import Alert, Metrics
 from .topology import KINDS
-from .world import P1_ERROR_RATE, P1_LATENCY_MS, World
+from .world import P1_ERROR_RATE, P1_LATENCY_MS, ServiceState, World
 
 LOG_LINES = 8
 LOG_WINDOW_S = 120
@@ -46,9 +46,10 @@ def parse_time(stamp: str) -> datetime:
 
 
 def format_time(moment: datetime, millis: bool = False) -> str:
-    if millis:
-        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = (
+        f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}"
+    )
+    return f"{stamp}.{moment.microsecond // 1000:03d}Z" if millis else f"{stamp}Z"
 
 
 def clock(world: World, step: int) -> datetime:
@@ -83,6 +84,8 @@ class Telemetry:
         self.seed = seed
         self._identities: dict[str, tuple[str, str, int]] = {}
         self._alerts: dict[int, list[Alert]] = {}
+        self._histories: dict[int, tuple[dict[tuple[str, str], int], dict[tuple[str, str], float]]] = {}
+        self._readings_cache: dict[int, tuple[dict[str, ServiceState], dict[tuple[str, str], float]]] = {}
 
     def _identity(self, service: str) -> tuple[str, str, int]:
         """Host, build and pid of a service: they belong to the system, so they are keyed without the seed."""
@@ -215,17 +218,33 @@ class Telemetry:
 
     def alerts(self, step: int) -> list[Alert]:
         """Firing alerts and those that fired earlier in the episode, as of what metrics show (lag included)."""
-        lagged = self.lagged(step)
-        if lagged not in self._alerts:
-            self._alerts[lagged] = self._render_alerts(lagged)
-        return self._alerts[lagged]
+        return self._alerts_at(self.lagged(step))
+
+    def _alerts_at(self, step: int) -> list[Alert]:
+        if step not in self._alerts:
+            unchanged = step > 0 and self._readings(step) == self._readings(step - 1)
+            self._alerts[step] = self._alerts_at(step - 1) if unchanged else self._render_alerts(step)
+        return self._alerts[step]
 
     def lagged(self, step: int) -> int:
         return max(0, step - self.world.incident.metrics_lag)
 
+    def _history(self, step: int) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], float]]:
+        """When each alert first fired and its peak, up to a step; built on the previous step's."""
+        if step not in self._histories:
+            first, peaks = (dict(part) for part in self._history(step - 1)) if step > 0 else ({}, {})
+            for key, value in self._readings(step).items():
+                first.setdefault(key, step)
+                peaks[key] = max(peaks.get(key, 0.0), value)
+            self._histories[step] = (first, peaks)
+        return self._histories[step]
+
     def _readings(self, step: int) -> dict[tuple[str, str], float]:
         """Which alert rules fire at a step, and on what value."""
         states = self.world.states_at(step)
+        cached = self._readings_cache.get(step)
+        if cached is not None and cached[0] is states:
+            return cached[1]
         fired: dict[tuple[str, str], float] = {}
         for spec in self.world.incident.services:
             state = states[spec.name]
@@ -239,17 +258,13 @@ class Telemetry:
                 fired[(spec.name, "cpu_pct")] = state.cpu_pct
             if state.memory_pct >= MEMORY_ALERT_PCT:
                 fired[(spec.name, "memory_pct")] = state.memory_pct
+        self._readings_cache[step] = (states, fired)
         return fired
 
     def _render_alerts(self, step: int) -> list[Alert]:
         incident = self.world.incident
         started = parse_time(incident.started_at)
-        first: dict[tuple[str, str], int] = {}
-        peaks: dict[tuple[str, str], float] = {}
-        for moment in range(step + 1):
-            for key, value in self._readings(moment).items():
-                first.setdefault(key, moment)
-                peaks[key] = max(peaks.get(key, 0.0), value)
+        first, peaks = self._history(step)
         now = self._readings(step)
         # Side-path failures have been flapping for hours: their error alert is that old.
         flapping = {d.service for d in incident.distractions if d.kind == "flaky_errors"}

@@ -11,10 +11,11 @@ noise-free; telemetry renders it with the episode's noise.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal
 
 from .faults import FAULTS, FaultType, Remedy
-from .incidents import FaultSpec, Incident, ServiceSpec
+from .incidents import FaultSpec, Incident
 from .models import Severity
 from .topology import KINDS, KindProfile, dependency_order
 
@@ -65,6 +66,31 @@ class ServiceState:
     fault_strength: float
 
 
+_Node = tuple[str, KindProfile, tuple[tuple[str, float], ...]]
+
+
+@lru_cache(maxsize=1024)
+def _plan(wiring: tuple[tuple[str, str, tuple[str, ...]], ...]) -> tuple[tuple[_Node, ...], dict[str, float]]:
+    """What a simulation needs per service in dependency order, and each service's healthy latency.
+
+    Cached by wiring: the generator tries several fault strengths on one topology.
+    """
+    kinds = {name: kind for name, kind, _ in wiring}
+    order = dependency_order({name: deps for name, _, deps in wiring})
+    depends = {name: deps for name, _, deps in wiring}
+    nodes = tuple(
+        (name, KINDS[kinds[name]], tuple((d, KINDS[kinds[d]].caller_weight) for d in depends[name])) for name in order
+    )
+    # Callers time out on a service that is slower than usual, not on one that is deep.
+    healthy: dict[str, float] = {}
+    for name, profile, deps in nodes:
+        shares = [(1.0 / len(deps) if profile.routes else weight) for _, weight in deps]
+        healthy[name] = profile.latency_ms + sum(
+            min(healthy[d], CALL_DEADLINE_MS) * share for (d, _), share in zip(deps, shares, strict=True)
+        )
+    return nodes, healthy
+
+
 @dataclass(slots=True)
 class _FaultRun:
     spec: FaultSpec
@@ -104,7 +130,7 @@ class World:
     step: int = 0
     history: list[Remediation] = field(default_factory=list)
     _runs: list[_FaultRun] = field(default_factory=list)
-    _order: list[tuple[ServiceSpec, KindProfile, list[tuple[str, float]]]] = field(default_factory=list)
+    _order: tuple[_Node, ...] = ()
     _capacity: dict[str, float] = field(default_factory=dict)
     _restarts: dict[str, set[int]] = field(default_factory=dict)
     _rolled_back: set[str] = field(default_factory=set)
@@ -113,21 +139,8 @@ class World:
 
     def __post_init__(self) -> None:
         self._runs = [_FaultRun(spec, FAULTS[spec.type]) for spec in self.incident.faults]
-        specs = {s.name: s for s in self.incident.services}
-        # Everything the simulation needs per service, resolved once: spec, profile, (dependency, weight).
-        order = dependency_order({s.name: s.depends_on for s in self.incident.services})
-        self._order = [
-            (specs[n], KINDS[specs[n].kind], [(d, KINDS[specs[d].kind].caller_weight) for d in specs[n].depends_on])
-            for n in order
-        ]
-        # Callers time out on a service that is slower than usual, not on one that is deep.
-        healthy: dict[str, float] = {}
-        for spec, profile, deps in self._order:
-            share = [(1.0 / len(deps) if profile.routes else weight) for _, weight in deps]
-            healthy[spec.name] = profile.latency_ms + sum(
-                min(healthy[d], CALL_DEADLINE_MS) * s for (d, _), s in zip(deps, share, strict=True)
-            )
-        self._healthy_latency = healthy
+        wiring = tuple((s.name, s.kind, tuple(s.depends_on)) for s in self.incident.services)
+        self._order, self._healthy_latency = _plan(wiring)
 
     @property
     def states(self) -> dict[str, ServiceState]:
@@ -135,8 +148,16 @@ class World:
 
     def states_at(self, step: int) -> dict[str, ServiceState]:
         if step not in self._cache:
-            self._cache[step] = self._simulate(step)
+            # Most steps change nothing: reuse the previous step's states when no input moved.
+            same = step > 0 and self._inputs(step) == self._inputs(step - 1)
+            self._cache[step] = self.states_at(step - 1) if same else self._simulate(step)
         return self._cache[step]
+
+    def _inputs(self, step: int) -> tuple[object, ...]:
+        """Everything a simulation at `step` reads besides the wiring."""
+        restarting = tuple(sorted(name for name, steps in self._restarts.items() if step in steps))
+        remedied = sum(1 for event in self.history if event.step <= step)
+        return (*(run.strength(step) for run in self._runs), restarting, remedied)
 
     def advance(self) -> None:
         self.step += 1
@@ -209,8 +230,7 @@ class World:
         noisy = {d.service for d in incident.distractions if d.kind == "noisy_neighbour"}
         flaky = {d.service for d in incident.distractions if d.kind == "flaky_errors"}
         states: dict[str, ServiceState] = {}
-        for spec, profile, deps in self._order:
-            name = spec.name
+        for name, profile, deps in self._order:
             latency, cpu, memory = profile.latency_ms, profile.cpu_pct, profile.memory_pct
             own_error = silent_failure = strength_total = 0.0
             health: Health | None = None

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from service_incident import scoring, world
+from service_incident import docs, scoring, world
 from service_incident.tasks import TASKS, Task
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
@@ -42,18 +42,18 @@ def test_reward_bounds_and_cap_match_constants() -> None:
     assert f"lies in\n[{scoring.REWARD_MIN:.1f}, {scoring.REWARD_MAX:.1f}]" in README
 
 
-def test_score_weights_match_constants() -> None:
+def test_score_formula_matches_constants() -> None:
     span = scoring.SCORE_CEIL - scoring.SCORE_FLOOR
     assert f"lies in [{scoring.SCORE_FLOOR}, {scoring.SCORE_CEIL}]" in README
     assert f"`score = {scoring.SCORE_FLOOR} + {span:.2f} * clamp(sum of the parts, 0, 1)`" in README
-    gradings = list(scoring.WEIGHTS)
-    assert f"| part | {' | '.join(gradings)} | earned |" in README
-    parts = {part for weights in scoring.WEIGHTS.values() for part in weights}
-    for part in parts:
-        cells = [str(scoring.WEIGHTS[g].get(part, "-")) for g in gradings]
-        assert f"| {part} | {' | '.join(cells)} |" in README, part
-    waste = f"-{scoring.SCORE_WASTE} each"
-    assert f"| waste | {' | '.join([waste] * len(gradings))} |" in README
+    assert f"cites at least {scoring.RATIONALE_CITES} facts" in README
+
+
+@pytest.mark.parametrize("name", list(docs.TABLES))
+def test_generated_tables_are_current(name: str) -> None:
+    assert f"<!-- table:{name} -->\n{docs.TABLES[name]()}\n<!-- /table -->" in README, (
+        "run `python -m service_incident.docs README.md`"
+    )
 
 
 @pytest.mark.parametrize(

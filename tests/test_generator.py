@@ -1,0 +1,220 @@
+"""Procedural incidents: every fault type, red-herring knobs, determinism and the frozen evaluation set."""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from service_incident import dataset, scoring
+from service_incident.agents import ExpertAgent, LoudestSignalAgent
+from service_incident.environment import ServiceIncidentEnvironment
+from service_incident.faults import FAULTS
+from service_incident.generator import MAX_SERVICES, MIN_SERVICES, PRESETS, Knobs, generate
+from service_incident.incidents import Incident
+from service_incident.models import parse_action
+from service_incident.solvability import accuracy
+from service_incident.tasks import TASKS, resolve_incident
+from service_incident.telemetry import Telemetry
+from service_incident.world import P1_ERROR_RATE, World
+
+EVAL_FILE = Path(__file__).resolve().parents[1] / "service_incident" / "incidents" / dataset.EVAL_FILE
+
+
+def only(fault_type: str, **knobs: object) -> Knobs:
+    return Knobs(services=(4, 7), fault_types=(fault_type,), intensity=(0.6, 1.0), **knobs)
+
+
+@pytest.mark.parametrize("fault_type", sorted(FAULTS))
+def test_every_fault_type_is_generated_rendered_and_fixed(fault_type: str) -> None:
+    incident = generate(only(fault_type), seed=3)
+    (fault,) = incident.faults
+    assert fault.type == fault_type
+    world = World(incident)
+    telemetry = Telemetry(world, seed=1)
+    logs = telemetry.logs(fault.service, 0)
+    for template in FAULTS[fault_type].logs:
+        literal = max(re.split(r"\{[^}]*\}", template.split(" ", 1)[1]), key=len).strip()
+        assert literal in logs, (literal, logs)
+    sick = world.states[fault.service]
+    assert sick.fault_strength > 0 and sick.health != "ok"
+    world.advance()
+    assert world.remediate(FAULTS[fault_type].fix, fault.service) == "heals"
+    for _ in range(3):
+        world.advance()
+    healed = world.states[fault.service]
+    assert healed.fault_strength == 0 and healed.health == "ok"
+    assert world.user_facing_impact()[0] < P1_ERROR_RATE
+    assert world.restored()
+
+
+@pytest.mark.parametrize("fault_type", [t for t, f in FAULTS.items() if f.relief])
+def test_palliative_remedy_gives_relief_then_relapse(fault_type: str) -> None:
+    incident = generate(only(fault_type), seed=5)
+    root = incident.faults[0].service
+    world = World(incident)
+    before = world.states[root].fault_strength
+    world.advance()
+    assert world.remediate(FAULTS[fault_type].relief[0], root) == "relief"
+    assert world.states[root].fault_strength < before
+    for _ in range(3):
+        world.advance()
+    assert world.states[root].fault_strength == pytest.approx(before)
+    assert not world.restored()
+
+
+def test_wrong_remedies_cost_what_they_say() -> None:
+    incident = generate(only("bad_deployment"), seed=9)
+    root = incident.faults[0].service
+    bystander = next(s.name for s in incident.services if s.name != root and s.kind != "database")
+    world = World(incident)
+    world.advance()
+    calm = world.states[bystander]
+    # A restart of a service that is not the cause disrupts it for the step it restarts in.
+    assert world.remediate("restart", bystander) == "disruption"
+    assert world.states[bystander].error_rate >= 0.5 > calm.error_rate
+    world.advance()
+    assert world.states[bystander].error_rate == pytest.approx(calm.error_rate)
+    # A rollback where nothing shipped, and scaling the wrong service, change nothing for users.
+    impact = world.user_facing_impact()
+    assert world.remediate("rollback", bystander) == "no_effect"
+    assert world.remediate("scale_up", bystander) == "no_effect"
+    assert world.capacity(bystander) == 2.0
+    assert world.user_facing_impact() == impact
+    # The right fix on the wrong target does nothing either.
+    assert world.remediate("rollback", next(s.name for s in incident.services if s.name not in {root})) == "no_effect"
+
+
+@pytest.mark.parametrize("remedy", ["restart", "rollback", "scale_up", "escalate"])
+def test_a_remedy_on_a_bystander_costs_reward_and_score(remedy: str) -> None:
+    roots = {f.service for f in resolve_incident(TASKS["gen_easy"], None, 4).faults}
+    env = ServiceIncidentEnvironment()
+    obs = env.reset(task_id="gen_easy", seed=4)
+    bystander = next(s for s in obs.services if s not in roots)
+    step = env.step(parse_action({"action": remedy, "target": bystander}))
+    assert step.reward == scoring.REMEDY_WRONG and step.last_action_error is None
+    root = next(iter(roots))
+    final = env.step(parse_action({"action": "declare", "target": root, "severity": "P0", "additional_targets": []}))
+    assert final.breakdown is not None and final.breakdown["waste"] == -scoring.SCORE_WASTE
+
+
+def test_faults_worsen_on_schedule_and_telemetry_follows() -> None:
+    incident = generate(Knobs(services=(5, 6), fault_types=("traffic_spike",), intensity=(0.3, 0.4)), seed=2)
+    fault = msgspec.structs.replace(incident.faults[0], intensify_at=2, peak=1.0)
+    incident = msgspec.structs.replace(incident, faults=[fault])
+    world = World(incident)
+    early = world.states_at(1)[fault.service]
+    late = world.states_at(2)[fault.service]
+    assert late.fault_strength > early.fault_strength and late.latency_ms > early.latency_ms
+    telemetry = Telemetry(world, seed=0)
+    assert telemetry.metrics(fault.service, 2) != telemetry.metrics(fault.service, 1)
+
+
+def test_topologies_span_the_catalogue_sizes() -> None:
+    sizes = {len(generate(difficulty, seed).services) for difficulty in PRESETS for seed in range(40)}
+    assert min(sizes) == MIN_SERVICES and max(sizes) == MAX_SERVICES
+    incident = generate("expert", 7)
+    assert len(incident.faults) == 2 and len({f.service for f in incident.faults}) == 2
+    assert any(s.user_facing for s in incident.services)
+
+
+def distracted(kind: str) -> Incident:
+    for seed in range(200):
+        incident = generate(Knobs(services=(6, 9), red_herrings=5), seed)
+        if any(d.kind == kind for d in incident.distractions):
+            return incident
+    raise AssertionError(kind)
+
+
+def test_no_red_herrings_without_the_knob() -> None:
+    assert all(not generate("easy", seed).distractions for seed in range(30))
+    assert all(len(generate("hard", seed).distractions) >= 2 for seed in range(30))
+
+
+def test_red_herrings_show_up_as_specified() -> None:
+    noisy = distracted("noisy_neighbour")
+    service = next(d.service for d in noisy.distractions if d.kind == "noisy_neighbour")
+    alerts = Telemetry(World(noisy), 0).alerts(0)
+    assert any(a.service == service and a.signal == "cpu_pct" for a in alerts)
+    assert World(noisy).states[service].call_failure < 0.05 or service in {f.service for f in noisy.faults}
+
+    misled = distracted("misleading_log")
+    herring = next(d for d in misled.distractions if d.kind == "misleading_log")
+    text = Telemetry(World(misled), 0).logs(herring.service, 0)
+    assert f"upstream={herring.blames}" in text and herring.blames not in {f.service for f in misled.faults}
+
+    deploy = distracted("recent_deploy")
+    service = next(d.service for d in deploy.distractions if d.kind == "recent_deploy")
+    telemetry = Telemetry(World(deploy), 0)
+    assert telemetry.deploys_recent(telemetry.deploys(service, 0), 0)
+
+    flaky = distracted("flaky_errors")
+    service = next(d.service for d in flaky.distractions if d.kind == "flaky_errors")
+    alert = next(a for a in Telemetry(World(flaky), 0).alerts(0) if a.service == service and a.signal == "error_ratio")
+    assert alert.since < flaky.started_at  # flapping for hours before this incident
+
+    stale = distracted("stale_alert")
+    service = next(d.service for d in stale.distractions if d.kind == "stale_alert")
+    assert any(a.service == service and a.signal == "disk_pct" for a in Telemetry(World(stale), 0).alerts(0))
+
+
+def test_lag_and_log_gaps_change_what_is_observed() -> None:
+    incident = generate("hard", 11)
+    lagging = Telemetry(World(incident), 0)
+    assert incident.metrics_lag == 1 and lagging.lagged(3) == 2
+    gapped = generate(Knobs(services=(8, 10), log_gaps=4), 5)
+    assert gapped.log_gaps
+    for service, gap in gapped.log_gaps.items():
+        text = Telemetry(World(gapped), 0).logs(service, 0)
+        if gap == "empty":
+            assert text.startswith("(no log lines")
+        else:
+            assert len(text.splitlines()) > 0
+
+
+def test_generation_is_deterministic_and_ignores_global_state() -> None:
+    first = msgspec.json.encode(generate("expert", 1234))
+    random.seed(99)
+    random.random()
+    assert msgspec.json.encode(generate("expert", 1234)) == first
+    assert msgspec.json.encode(generate("expert", 1235)) != first
+
+
+def test_dynamics_are_deterministic() -> None:
+    def run() -> list[bytes]:
+        env = ServiceIncidentEnvironment()
+        obs = env.reset(task_id="gen_hard", seed=77)
+        agent, frames = ExpertAgent(), [msgspec.json.encode(obs)]
+        while not obs.done:
+            obs = env.step(agent.act(obs))
+            frames.append(msgspec.json.encode(obs))
+        return [f.replace(obs.metadata["episode_id"].encode(), b"") for f in frames]
+
+    assert run() == run()
+
+
+def test_frozen_evaluation_set_regenerates_byte_for_byte() -> None:
+    assert dataset.encode(dataset.build()) == EVAL_FILE.read_bytes()
+    records = dataset.decode(EVAL_FILE.read_bytes())
+    assert len(records) == dataset.EVAL_INCIDENTS * len(PRESETS)
+    assert all(record.seed < dataset.TRAIN_SEED_BASE for record in records)
+
+
+def test_training_and_evaluation_incidents_are_disjoint() -> None:
+    env = ServiceIncidentEnvironment()
+    trained = {env.reset(task_id="gen_medium", seed=s).incident_id for s in range(dataset.EVAL_INCIDENTS)}
+    assert not trained & set(dataset.eval_ids("medium"))
+
+
+@pytest.mark.parametrize("difficulty", list(PRESETS))
+def test_labels_are_recoverable_by_the_expert(difficulty: str) -> None:
+    root, severity, _ = accuracy(ExpertAgent, f"gen_{difficulty}", seeds=60)
+    assert root >= 0.96 and severity >= 0.95
+
+
+def test_loudest_signal_gets_worse_with_difficulty() -> None:
+    roots = [accuracy(LoudestSignalAgent, f"gen_{d}", seeds=80)[0] for d in PRESETS]
+    assert roots[0] > roots[2] > roots[3]
