@@ -19,11 +19,13 @@ from msgspec import Struct
 from .models import (
     Action,
     Declare,
+    DeclareRootCauses,
     Escalate,
     InspectLogs,
     InspectMetrics,
     Metrics,
     Observation,
+    Resolve,
     Restart,
     Rollback,
     ScaleUp,
@@ -210,28 +212,43 @@ class ExpertAgent:
 
     def _look(self, observation: Observation, service: str, roots: list[str]) -> Action:
         if observation.max_steps - observation.step_count > 1:
-            return InspectLogs(target=service)
-        return self._declare(observation, roots or [service])
+            return InspectLogs(target=service, rationale=_cite(observation, service))
+        return self._close(observation, roots or [service])
 
     def _conclude(self, observation: Observation, roots: list[str]) -> Action:
-        """Remediate each root once if the task allows and the budget leaves room, watch users recover, declare."""
+        """Name the roots where that does not end the episode, remediate each once if the task allows and
+        the budget leaves room, watch users recover, then close the episode."""
+        history = observation.action_history
+        left = observation.max_steps - observation.step_count
+        naming_only = "declare" not in observation.terminal_actions and "declare" in observation.available_actions
+        if naming_only and left >= 2 and not any(": declare(" in entry for entry in history):
+            return self._declare(observation, roots)
         remedied = {
             entry.split("(target=", 1)[1].split(")")[0]
-            for entry in observation.action_history
+            for entry in history
             if any(f"{name}(target=" in entry for name in _REMEDY_ACTIONS)
         }
-        left = observation.max_steps - observation.step_count
         pending = [root for root in roots if root not in remedied]
         can_fix = all(name in observation.available_actions for name in _REMEDY_ACTIONS)
         if can_fix and pending and left >= len(pending) + 2:
             root = pending[0]
-            return _REMEDY_ACTIONS[runbook(observation.visible_logs.get(root, ""))](target=root)
+            remedy = _REMEDY_ACTIONS[runbook(observation.visible_logs.get(root, ""))]
+            return remedy(target=root, rationale=_cite(observation, root))
         hurting = sorted(
             {a.service for a in observation.alerts if a.status == "firing" and a.signal in _USER_SIGNALS}
         )
         if can_fix and remedied and hurting and left >= 2:
             # Watch what users see until the pages clear, one paged service after another.
-            return InspectMetrics(target=hurting[observation.step_count % len(hurting)])
+            target = hurting[observation.step_count % len(hurting)]
+            return InspectMetrics(target=target, rationale=_cite(observation, target))
+        return self._close(observation, roots)
+
+    def _close(self, observation: Observation, roots: list[str]) -> Action:
+        """The action that ends this task's episode."""
+        if "resolve" in observation.terminal_actions:
+            return Resolve(target=roots[0], rationale=_cite(observation, roots[0]))
+        if "declare" not in observation.available_actions:
+            return DeclareRootCauses(targets=roots, rationale=_cite(observation, roots[0]))
         return self._declare(observation, roots)
 
     @staticmethod
@@ -245,8 +262,22 @@ class ExpertAgent:
         )
         error_rate, latency = user_impact(observation)
         return Declare(
-            target=roots[0], additional_targets=roots[1:], severity=rubric(error_rate, latency, at_risk)
+            target=roots[0],
+            additional_targets=roots[1:],
+            severity=rubric(error_rate, latency, at_risk),
+            rationale=_cite(observation, roots[0]),
         )
+
+
+def _cite(observation: Observation, service: str) -> str:
+    """A rationale that quotes what was seen of a service: its loudest log lines, else its pages."""
+    lines = [
+        line.split(": ", 1)[-1]
+        for line in observation.visible_logs.get(service, "").splitlines()
+        if len(fields := line.split(maxsplit=4)) > 3 and fields[3] in ANOMALY_LEVELS
+    ]
+    seen = lines[:2] or [f"{a.signal} {a.summary}" for a in observation.alerts if a.service == service][:2]
+    return f"{service}: " + " | ".join(seen) if seen else f"{service} is on the path of the paged services"
 
 
 def _silent(log_text: str) -> bool:
@@ -286,3 +317,80 @@ class RandomAgent:
         if observation.step_count >= observation.max_steps - 1 or rng.random() < 0.25:
             return Declare(target=target, severity=rng.choice(("P0", "P1", "P2")))
         return rng.choice((InspectLogs, InspectMetrics))(target=target)
+
+
+class StructuredInvestigator:
+    """Follows the dependency evidence, but takes every clue at face value, so red herrings fool it.
+
+    From the first page it reads logs hop by hop: a service with any WARN/ERROR line of its own is
+    declared at once (a noisy neighbour or old flaky errors will do), otherwise it follows the first
+    upstream its log lines blame, warnings included, and never checks the blamed service's story
+    against anything else. It never remediates and never looks at deploys or dashboards. Like the
+    other agents it re-derives everything from the observation on each call.
+    """
+
+    name = "structured"
+
+    def act(self, observation: Observation) -> Action:
+        first = observation.alerts[0].service if observation.alerts else None
+        service = first or next(iter(observation.visible_logs), observation.services[0])
+        chain: list[str] = []
+        while service in observation.visible_logs and service not in chain:
+            chain.append(service)
+            flagged = [line for line in observation.visible_logs[service].splitlines() if _flagged(line)]
+            if any(_BLAME.search(line) is None for line in flagged):
+                break
+            blamed = next((match.group(1) for line in flagged if (match := _BLAME.search(line))), None)
+            if blamed is None:
+                break
+            service = blamed
+        else:
+            if service not in chain and observation.max_steps - observation.step_count > 1:
+                return InspectLogs(target=service)
+        return self._close(observation, service)
+
+    @staticmethod
+    def _close(observation: Observation, service: str) -> Action:
+        """Declare the suspect; where declaring does not end the episode, resolve right after."""
+        available = observation.available_actions
+        declared = any(": declare(" in entry for entry in observation.action_history)
+        if "declare" in available and not declared:
+            error_rate, latency = user_impact(observation)
+            return Declare(target=service, severity=rubric(error_rate, latency, False))
+        if "resolve" in observation.terminal_actions:
+            return Resolve(target=service)
+        return DeclareRootCauses(targets=[service])
+
+
+def _flagged(line: str) -> bool:
+    fields = line.split(maxsplit=4)
+    return len(fields) > 3 and fields[3] in ANOMALY_LEVELS
+
+
+class AgentFactory(Protocol):
+    def __call__(self, seed: int) -> Agent: ...
+
+
+def _random(seed: int) -> Agent:
+    return RandomAgent(seed)
+
+
+def _symptom_chaser(seed: int) -> Agent:
+    return LoudestSignalAgent()
+
+
+def _structured(seed: int) -> Agent:
+    return StructuredInvestigator()
+
+
+def _expert(seed: int) -> Agent:
+    return ExpertAgent()
+
+
+# The skill ladder, weakest first: each agent is a new one per episode, built from the episode's seed.
+REFERENCE_AGENTS: dict[str, AgentFactory] = {
+    "random": _random,
+    "symptom_chaser": _symptom_chaser,
+    "structured": _structured,
+    "expert": _expert,
+}

@@ -28,7 +28,7 @@ from .models import (
     State,
     action_name,
 )
-from .tasks import DEFAULT_TASK, TASKS, Task, resolve_incident, task_of
+from .tasks import DEFAULT_TASK, TASKS, Task, find_task, resolve_incident, task_of
 from .telemetry import STEP_MINUTES, Telemetry, clock, format_time
 from .world import ServiceState, World
 
@@ -155,6 +155,9 @@ class ServiceIncidentEnvironment:
                 episode.ledger.waste += 1
             message = _DONE_REMEDY[name].format(t=action.target)
         elif isinstance(action, Resolve):
+            if action.target is not None and episode.ledger.declared is None:
+                # Resolving "the service I fixed" names it as the root cause, as the response system did.
+                episode.ledger.declared = frozenset({action.target})
             restored = episode.world.restored()
             reward = scoring.RESOLVE_RESTORED if restored else scoring.RESOLVE_PREMATURE
             message = "Resolved the incident."
@@ -201,7 +204,7 @@ class ServiceIncidentEnvironment:
             if found is None:
                 raise InvalidReset(f"unknown incident {incident_id!r}")
             return found
-        task = TASKS.get(task_id or DEFAULT_TASK)
+        task = find_task(task_id or DEFAULT_TASK)
         if task is None:
             raise InvalidReset(f"unknown task {task_id!r}; tasks are: {', '.join(TASKS)}")
         return task
@@ -315,6 +318,8 @@ class ServiceIncidentEnvironment:
             sla_minutes_left=max(0, task.sla_minutes - STEP_MINUTES * episode.step),
             message=message,
             available_actions=list(task.actions),
+            terminal_actions=list(task.ends_on),
+            dashboard=episode.telemetry.dashboard(episode.step) if task.dashboard else {},
             last_diagnostic=episode.diagnostic,
             action_history=list(episode.history),
             last_action_error=error,

@@ -114,7 +114,7 @@ FAULTS: Mapping[str, FaultType] = {
             _CALLER_5XX, fix="scale_up", relief=("restart",), restarts=True,
         ),
         FaultType(
-            "connection_pool_exhaustion", (*APP_KINDS, "database"), 0.75, 4800, 96, 90, "degraded",
+            "connection_pool_exhaustion", (*APP_KINDS, "database", "cache"), 0.75, 4800, 96, 90, "degraded",
             (
                 "CRIT connection pool EXHAUSTED max=100 active=100 waiting={int:300:900} oldest_wait={float:8:30}s",
                 "ERROR remaining connection slots are reserved for non-replication superuser connections",
@@ -156,7 +156,7 @@ FAULTS: Mapping[str, FaultType] = {
             fix="scale_up", caller_failure=0.45,
         ),
         FaultType(
-            "upstream_rate_limit", APP_KINDS, 0.3, 700, None, None, "degraded",
+            "upstream_rate_limit", (*APP_KINDS, "gateway"), 0.3, 700, None, None, "degraded",
             (
                 "WARN provider responded 429 Too Many Requests retry_after={int:20:120}s quota=per-minute",
                 "WARN retry budget exhausted for {int:20:90} requests to provider",

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct
 
+from .aliases import translate
+
 Severity = Literal["P0", "P1", "P2"]
 ServiceName = Annotated[str, Meta(min_length=1, max_length=64)]
 Rationale = Annotated[str, Meta(max_length=2000)]
@@ -186,12 +188,15 @@ class Observation(Struct, kw_only=True, omit_defaults=False):
     visible_health: dict[str, str] = {}
     visible_deploys: dict[str, str] = {}
     visible_db: dict[str, str] = {}
+    # Health of every service at a glance, in tasks that show a service dashboard.
+    dashboard: dict[str, str] = {}
     step_count: int
     max_steps: int
     clock: str
     sla_minutes_left: int = 0
     message: str
     available_actions: list[str] = []
+    terminal_actions: list[str] = []
     last_diagnostic: str | None = None
     action_history: list[str] = []
     last_action_error: str | None = None
@@ -225,10 +230,20 @@ _action_decoder = msgspec.json.Decoder(Action)
 
 
 def parse_action(payload: Any) -> Action:
-    """Validate a decoded JSON object (or raw JSON bytes/str) into a typed action."""
+    """Validate a decoded JSON object (or raw JSON bytes/str) into a typed action.
+
+    Objects in the seed environments' vocabularies (keyed by `action_type`) are translated first.
+    """
     try:
         if isinstance(payload, bytes | str):
-            return _action_decoder.decode(payload)
+            try:
+                return _action_decoder.decode(payload)
+            except msgspec.ValidationError:
+                payload = msgspec.json.decode(payload)
+                if not (isinstance(payload, dict) and "action_type" in payload):
+                    raise
+        if isinstance(payload, dict) and "action_type" in payload and "action" not in payload:
+            payload = translate(payload)
         return msgspec.convert(payload, Action)
     except msgspec.ValidationError as exc:
         raise InvalidAction(_explain(exc, payload)) from None

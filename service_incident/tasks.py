@@ -30,6 +30,8 @@ class Task(Struct, frozen=True, kw_only=True):
     incidents: tuple[str, ...] = ()
     # Generated tasks draw a fresh incident from any seed (the training distribution).
     generated: bool = False
+    # Show every service's health at a glance (the response system's service dashboard).
+    dashboard: bool = False
 
 
 TRIAGE_ACTIONS = ("inspect_logs", "inspect_metrics", "declare")
@@ -76,6 +78,71 @@ def _generated(difficulty: str, max_steps: int) -> Task:
     )
 
 
+def _response(difficulty: str, incidents: tuple[str, ...]) -> Task:
+    return Task(
+        id=f"{difficulty}_incident_triage",
+        suite="response",
+        difficulty=difficulty,
+        max_steps=10,
+        description=(
+            "Response: restore service. Investigate, remediate (restart, rollback, scale up, escalate), "
+            "name the root cause with `declare`, and `resolve` once users are served again. Every action "
+            "needs a rationale; rationales are credited for citing what you observed."
+        ),
+        actions=(*INVESTIGATION, *REMEDIATION, "declare", "resolve"),
+        ends_on=("resolve",),
+        grading="response",
+        rationale_required=True,
+        dashboard=True,
+        incidents=incidents,
+    )
+
+
+# The root-cause suite: one task per scenario, on one six-service stack; budgets by difficulty.
+RCA_BUDGETS: Mapping[str, int] = {"easy": 10, "medium": 15, "hard": 20, "expert": 25}
+RCA_DIFFICULTY: Mapping[str, str] = {
+    "task_cpu_spike": "easy",
+    "task_disk_full": "easy",
+    "task_db_connection_leak": "medium",
+    "task_redis_memory_eviction": "medium",
+    "task_api_rate_limit": "medium",
+    "task_deadlock_order_service": "medium",
+    "task_ssl_cert_expired": "medium",
+    "task_slow_query_postgres": "medium",
+    "task_auth_service_500": "medium",
+    "task_k8s_pod_crashloop": "medium",
+    "task_memory_leak": "medium",
+    "task_thread_starvation": "medium",
+    "task_canary_poison": "hard",
+    "task_clock_skew": "hard",
+    "task_expert": "expert",
+}
+
+
+# The root-cause system's own task ids name the fault they hide ("task_disk_full"), so the suite
+# publishes neutral ids and accepts the originals at reset only, for agents written against it.
+RCA_IDS: Mapping[str, str] = {seed_id: f"rca_{index:02d}" for index, seed_id in enumerate(RCA_DIFFICULTY, 1)}
+
+
+def _rca(task_id: str, difficulty: str) -> Task:
+    budget = RCA_BUDGETS[difficulty]
+    return Task(
+        id=task_id,
+        suite="rca",
+        difficulty=difficulty,
+        max_steps=budget,
+        description=(
+            "Root-cause analysis: find every service at fault (there may be more than one), fix what you "
+            f"can, and name them all with `declare_rca` within {budget} steps."
+        ),
+        actions=(*INVESTIGATION, *REMEDIATION, "declare_rca", "declare"),
+        ends_on=("declare_rca", "declare"),
+        grading="rca",
+        grades_severity=False,
+        incidents=(task_id,),
+    )
+
+
 TASKS: Mapping[str, Task] = {
     task.id: task
     for task in (
@@ -83,9 +150,19 @@ TASKS: Mapping[str, Task] = {
         _triage("medium", "med_", 5),
         _triage("hard", "hard_", 6),
         *(_generated(difficulty, budget) for difficulty, budget in GENERATED_BUDGETS.items()),
+        _response("easy", ("easy_001", "easy_002")),
+        _response("medium", ("medium_001",)),
+        _response("hard", ("hard_001",)),
+        *(_rca(RCA_IDS[seed_id], difficulty) for seed_id, difficulty in RCA_DIFFICULTY.items()),
     )
 }
 DEFAULT_TASK = "easy"
+TASK_ALIASES: Mapping[str, str] = dict(RCA_IDS)
+
+
+def find_task(task_id: str) -> Task | None:
+    """A task by its id or by an alias it is also known by."""
+    return TASKS.get(TASK_ALIASES.get(task_id, task_id))
 
 
 def catalogue() -> list[Task]:

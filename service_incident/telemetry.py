@@ -216,6 +216,11 @@ class Telemetry:
         ]
         return "\n".join(fill(report, rng, {}) for report in reports or [_HEALTHY_DB])
 
+    def dashboard(self, step: int) -> dict[str, str]:
+        """Every service's health as the status page shows it, as of what metrics show (lag included)."""
+        states = self.world.states_at(self.lagged(step))
+        return {spec.name: states[spec.name].health for spec in self.world.incident.services}
+
     def alerts(self, step: int) -> list[Alert]:
         """Firing alerts and those that fired earlier in the episode, as of what metrics show (lag included)."""
         return self._alerts_at(self.lagged(step))
