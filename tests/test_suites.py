@@ -1,0 +1,124 @@
+"""The response and root-cause suites: every curated scenario is solvable, and no exploit pays."""
+
+from __future__ import annotations
+
+import pytest
+
+from service_incident.agents import ExpertAgent
+from service_incident.environment import ServiceIncidentEnvironment
+from service_incident.exploits import EXPLOITS, applies, curated, play
+from service_incident.faults import FAULTS
+from service_incident.models import Declare, DeclareRootCauses, InspectLogs, Resolve, parse_action
+from service_incident.tasks import RCA_IDS, TASKS, resolve_incident
+from service_incident.world import World
+
+SUITES = [(t, i) for t, i in curated() if TASKS[t].suite in ("response", "rca")]
+# The least an exploit must fall short of the honest expert by.
+CLEAR_MARGIN = 0.05
+
+
+@pytest.mark.parametrize(("task_id", "incident_id"), SUITES)
+def test_expert_solves_every_curated_scenario(task_id: str, incident_id: str) -> None:
+    env = ServiceIncidentEnvironment()
+    observation = env.reset(task_id=task_id, seed=1, incident_id=incident_id)
+    agent = ExpertAgent()
+    while not observation.done:
+        observation = env.step(agent.act(observation))
+    breakdown = observation.breakdown or {}
+    assert observation.score is not None and observation.score >= 0.85, breakdown
+    assert breakdown["remediation"] > 0 and breakdown["evidence"] > 0
+
+
+@pytest.mark.parametrize("exploit", list(EXPLOITS))
+def test_no_exploit_comes_close_to_the_honest_policy(exploit: str) -> None:
+    for task_id, incident_id in curated():
+        if applies(exploit, task_id):
+            honest = play(task_id, incident_id, None)
+            cheat = play(task_id, incident_id, EXPLOITS[exploit])
+            assert honest - cheat >= CLEAR_MARGIN, (exploit, task_id, incident_id, honest, cheat)
+
+
+def test_every_rca_scenario_has_evidence_on_its_root_and_a_fix() -> None:
+    for task in (t for t in TASKS.values() if t.suite == "rca"):
+        incident = resolve_incident(task, None, seed=0)
+        env = ServiceIncidentEnvironment()
+        env.reset(task_id=task.id, seed=0)
+        for fault in incident.faults:
+            seen = env.step(InspectLogs(target=fault.service))
+            assert seen.reward and seen.reward > 0, (task.id, fault.service)
+        world = World(incident)
+        for fault in incident.faults:
+            assert world.remediate(FAULTS[fault.type].fix, fault.service) == "heals"
+
+
+def test_seed_task_ids_are_accepted_but_never_published() -> None:
+    env = ServiceIncidentEnvironment()
+    for seed_id, task_id in RCA_IDS.items():
+        observation = env.reset(task_id=seed_id, seed=0)
+        assert observation.task_id == task_id and seed_id not in observation.task_id
+        assert env.state.task_id == task_id
+    assert not set(RCA_IDS) & set(TASKS)
+
+
+def test_rca_vocabulary_plays_a_full_episode() -> None:
+    env = ServiceIncidentEnvironment()
+    observation = env.reset(task_id="task_expert", seed=0)
+    moves = [
+        {"action_type": "read_logs", "target": "api-gateway"},
+        {"action_type": "check_metrics", "target": "redis-cache"},
+        {"action_type": "check_health", "target": "auth-service"},
+        {"action_type": "run_db_query", "target": "postgres-db"},
+        {"action_type": "restart_service", "target": "redis-cache"},
+        {"action_type": "rollback_deployment", "target": "auth-service"},
+        {"action_type": "declare_rca", "target": "redis-cache, auth-service"},
+    ]
+    for move in moves:
+        observation = env.step(parse_action(move))
+        assert observation.last_action_error is None, (move, observation.last_action_error)
+    assert observation.done and observation.breakdown and observation.breakdown["root_cause"] == 0.4
+
+
+def test_response_vocabulary_plays_a_full_episode() -> None:
+    env = ServiceIncidentEnvironment()
+    observation = env.reset(task_id="easy_incident_triage", seed=0, incident_id="easy_001")
+    moves = [
+        {"action_type": "investigate", "target_service": "payment-service", "rationale": "502s from the gateway"},
+        {"action_type": "rollback", "target_service": "payment-service", "rationale": "errors began with a deploy"},
+        {"action_type": "investigate", "target_service": "api-gateway", "rationale": "checking recovery"},
+        {"action_type": "resolve", "target_service": "payment-service", "rationale": "error rate back to normal"},
+    ]
+    for move in moves:
+        observation = env.step(parse_action(move))
+        assert observation.last_action_error is None
+    breakdown = observation.breakdown or {}
+    assert observation.done and breakdown["root_cause"] > 0 and breakdown["remediation"] > 0
+
+
+def test_response_requires_a_rationale_and_resolve_is_verified() -> None:
+    env = ServiceIncidentEnvironment()
+    env.reset(task_id="medium_incident_triage", seed=0)
+    refused = env.step(InspectLogs(target="order-service"))
+    assert refused.last_action_error and "rationale" in refused.last_action_error
+    early = env.step(Resolve(target="inventory-service", rationale="inventory-service status=down"))
+    assert early.done and early.breakdown and early.breakdown["remediation"] == 0
+
+
+def test_declaring_in_a_response_task_does_not_end_it_and_cannot_be_repeated() -> None:
+    env = ServiceIncidentEnvironment()
+    env.reset(task_id="easy_incident_triage", seed=0, incident_id="easy_002")
+    first = env.step(Declare(target="user-service", severity="P1", rationale="OOMKilled"))
+    assert not first.done
+    again = env.step(Declare(target="redis-cache", severity="P1", rationale="second guess"))
+    assert again.last_action_error and "already" in again.last_action_error
+
+
+def test_a_disallowed_action_costs_a_step_and_says_why() -> None:
+    env = ServiceIncidentEnvironment()
+    env.reset(task_id="hard", seed=0)
+    refused = env.step(parse_action({"action": "restart", "target": "db"}))
+    assert refused.step_count == 1 and refused.reward == -0.05
+    assert refused.last_action_error and "not available" in refused.last_action_error
+    rca = ServiceIncidentEnvironment()
+    rca.reset(task_id="rca_01", seed=0)
+    final = rca.step(DeclareRootCauses(targets=["auth-service"]))
+    assert final.done and final.breakdown and final.breakdown["root_cause"] == 0.4
