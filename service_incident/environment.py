@@ -13,6 +13,7 @@ from .models import (
     INSPECTIONS,
     REMEDIATIONS,
     Action,
+    Alert,
     CheckHealth,
     Declare,
     DeclareRootCauses,
@@ -68,6 +69,7 @@ class _Episode:
     # What each (service, view) showed when last looked at, to tell a fresh look from a repeat.
     seen: dict[tuple[str, str], ServiceState | str] = field(default_factory=dict)
     history: list[str] = field(default_factory=list)
+    paged: list[Alert] = field(default_factory=list)
     diagnostic: str | None = None
     ledger: scoring.Ledger = field(default_factory=scoring.Ledger)
     score: float | None = None
@@ -115,7 +117,7 @@ class ServiceIncidentEnvironment:
             topology=[ServiceCard(s.name, s.kind, list(s.depends_on), s.user_facing) for s in incident.services],
         )
         first = incident.initial_visible
-        episode.logs[first] = telemetry.logs(first, 0)
+        episode.logs = {first: telemetry.logs(first, 0)}
         episode.seen[(first, "logs")] = world.states[first]
         episode.ledger.observe(episode.logs[first])
         if first in world.root_causes and telemetry.logs_anomalous(episode.logs[first]):
@@ -245,20 +247,24 @@ class ServiceIncidentEnvironment:
             return episode.ledger.wasted(), f"The {view} of {target} have not changed since you last looked.", None
         episode.seen[(target, view)] = fingerprint
         if isinstance(action, InspectLogs):
-            text = episode.logs[target] = telemetry.logs(target, step)
+            text = telemetry.logs(target, step)
+            episode.logs = {**episode.logs, target: text}
             anomalous = telemetry.logs_anomalous(text)
         elif isinstance(action, InspectMetrics):
-            metrics = episode.metrics[target] = telemetry.metrics(target, step)
+            metrics = telemetry.metrics(target, step)
+            episode.metrics = {**episode.metrics, target: metrics}
             text = msgspec.json.encode(metrics).decode()
             anomalous = telemetry.metrics_anomalous(target, metrics)
         elif isinstance(action, CheckHealth):
-            text = episode.health[target] = telemetry.health(target, step)
+            text = telemetry.health(target, step)
+            episode.health = {**episode.health, target: text}
             anomalous = not text.startswith("status=ok")
         elif isinstance(action, InspectDeploys):
-            episode.deploys[target] = text
+            episode.deploys = {**episode.deploys, target: text}
             anomalous = telemetry.deploys_recent(text, step)
         else:
-            text = episode.db[target] = telemetry.db_query(target, step) or ""
+            text = telemetry.db_query(target, step) or ""
+            episode.db = {**episode.db, target: text}
             anomalous = telemetry.db_anomalous(target, step)
         episode.ledger.observe(text)
         if anomalous and target in episode.world.root_causes:
@@ -300,6 +306,10 @@ class ServiceIncidentEnvironment:
         episode.ledger.rewards.append(reward)
         incident, task = episode.world.incident, episode.task
         alerts = episode.telemetry.alerts(episode.step)
+        if alerts is not episode.paged:
+            # The pages are evidence the agent has seen too.
+            episode.paged = alerts
+            episode.ledger.observe(" ".join(f"{a.service} {a.summary}" for a in alerts))
         observation = Observation(
             task_id=task.id,
             incident_id=incident.id,
@@ -307,11 +317,12 @@ class ServiceIncidentEnvironment:
             services=incident.names,
             topology=episode.topology,
             alerts=alerts,
-            visible_logs=dict(episode.logs),
-            visible_metrics=dict(episode.metrics),
-            visible_health=dict(episode.health),
-            visible_deploys=dict(episode.deploys),
-            visible_db=dict(episode.db),
+            # Views are replaced, never mutated, when something new is seen: safe to share.
+            visible_logs=episode.logs,
+            visible_metrics=episode.metrics,
+            visible_health=episode.health,
+            visible_deploys=episode.deploys,
+            visible_db=episode.db,
             step_count=episode.step,
             max_steps=task.max_steps,
             clock=format_time(clock(episode.world, episode.step)),

@@ -59,7 +59,7 @@ class Ledger:
     info_paid: float = 0.0
     waste: int = 0
     evidence: set[str] = field(default_factory=set)
-    observed_tokens: set[str] = field(default_factory=set)
+    observed: list[str] = field(default_factory=list)
     rationales: list[str] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
     declared: frozenset[str] | None = None
@@ -77,7 +77,8 @@ class Ledger:
         return WASTE_PENALTY
 
     def observe(self, text: str) -> None:
-        self.observed_tokens.update(_EVIDENCE_TOKEN.findall(text))
+        # Tokenized only if a rationale is ever graded, at the end.
+        self.observed.append(text)
 
 
 def declare_reward(declared: frozenset[str], roots: frozenset[str], severity_right: bool | None) -> float:
@@ -96,7 +97,7 @@ def settle(reward: float, ledger: Ledger) -> float:
     return round(reward - ledger.info_paid, 6)
 
 
-def rationale_credit(rationales: Iterable[str], observed: set[str]) -> float:
+def rationale_credit(rationales: Iterable[str], observed: Iterable[str]) -> float:
     """Credit for rationales that cite facts the agent saw; invented facts dilute it.
 
     Words alone earn nothing: only values, identifiers and key=value facts count, so stuffing a
@@ -105,7 +106,7 @@ def rationale_credit(rationales: Iterable[str], observed: set[str]) -> float:
     cited = {token for text in rationales for token in _EVIDENCE_TOKEN.findall(text)}
     if not cited:
         return 0.0
-    seen = len(cited & observed)
+    seen = len(cited & {token for text in observed for token in _EVIDENCE_TOKEN.findall(text)})
     return min(1.0, seen / RATIONALE_CITES) * seen / len(cited)
 
 
@@ -129,7 +130,9 @@ def final_score(
         "severity": 1.0 if root_right and ledger.severity_right else 0.0,
         "evidence": len(ledger.evidence & roots) / len(roots) if root_right else 0.0,
         "efficiency": 1.0 - (steps - 1) / max_steps if root_right or restored else 0.0,
-        "rationale": rationale_credit(ledger.rationales, ledger.observed_tokens) if root_right else 0.0,
+        "rationale": (
+            rationale_credit(ledger.rationales, ledger.observed) if root_right and "rationale" in weights else 0.0
+        ),
     }
     parts = {name: weight * earned[name] for name, weight in weights.items()}
     parts["waste"] = -SCORE_WASTE * ledger.waste
