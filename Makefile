@@ -8,6 +8,17 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
+# The stock OpenEnv package for the interop tests lives in its own venv: it pulls in gradio, fastapi
+# and ~80 more packages that our runtime must not come to depend on by accident.
+# tests/conftest.py looks for it there (or wherever OPENENV_PYTHON points).
+OPENENV_VENV := .venvs/openenv
+
+$(OPENENV_VENV)/.installed: pyproject.toml
+	python3 -m venv $(OPENENV_VENV)
+	$(OPENENV_VENV)/bin/python -m pip install -q --upgrade pip
+	$(OPENENV_VENV)/bin/python -m pip install -q -e '.[interop]'
+	touch $@
+
 .PHONY: run test lint
 run: $(VENV)/.installed
 	$(PY) inference.py
@@ -15,5 +26,5 @@ run: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
 
-test: lint
+test: lint $(OPENENV_VENV)/.installed
 	$(PY) -m pytest -q

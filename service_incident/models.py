@@ -242,8 +242,11 @@ def parse_action(payload: Any) -> Action:
                 payload = msgspec.json.decode(payload)
                 if not (isinstance(payload, dict) and "action_type" in payload):
                     raise
-        if isinstance(payload, dict) and "action_type" in payload and "action" not in payload:
-            payload = translate(payload)
+        if isinstance(payload, dict):
+            # Clients built on one model for every action send the fields an action lacks as null.
+            payload = {key: value for key, value in payload.items() if value is not None}
+            if "action_type" in payload and "action" not in payload:
+                payload = translate(payload)
         return msgspec.convert(payload, Action)
     except msgspec.ValidationError as exc:
         raise InvalidAction(_explain(exc, payload)) from None

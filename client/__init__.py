@@ -1,0 +1,82 @@
+"""The Service Incident client: `ServiceIncidentEnv`, a typed OpenEnv `EnvClient` for this environment.
+
+    async with ServiceIncidentEnv("http://127.0.0.1:8000") as env:
+        result = await env.reset(task_id="easy", seed=7)
+        result = await env.step(InspectLogs(target="db"))
+
+    with ServiceIncidentEnv.launch().sync() as env:      # own server process on a free port
+        env.reset()
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from service_incident.models import Action, Observation, State
+
+from .base import (
+    CapacityReached,
+    EnvClient,
+    EnvClientError,
+    ServerError,
+    SessionClosed,
+    StepResult,
+    SyncEnvClient,
+)
+from .local import LocalServer
+
+__all__ = [
+    "CapacityReached",
+    "EnvClient",
+    "EnvClientError",
+    "LocalServer",
+    "ServerError",
+    "ServiceIncidentEnv",
+    "SessionClosed",
+    "StepResult",
+    "SyncEnvClient",
+]
+
+
+class ServiceIncidentEnv(EnvClient[Action, Observation, State]):
+    """Actions are `service_incident.models` Structs; observations and state decode into theirs."""
+
+    _server: LocalServer | None = None
+
+    @classmethod
+    def launch(cls, settings: Mapping[str, object] | None = None, **options: Any) -> ServiceIncidentEnv:
+        """Start a private server process (blocks until it is ready) and a client bound to it.
+
+        Closing the client stops the server. `settings` are server settings, `options` client ones.
+        """
+        server = LocalServer(settings)
+        client = cls(server.start(), **options)
+        client._server = server
+        return client
+
+    async def reset(
+        self,
+        *,
+        task_id: str | None = None,
+        seed: int | None = None,
+        incident_id: str | None = None,
+        episode_id: str | None = None,
+    ) -> StepResult[Observation]:
+        given = {"task_id": task_id, "seed": seed, "incident_id": incident_id, "episode_id": episode_id}
+        return await super().reset(**{k: v for k, v in given.items() if v is not None})
+
+    def _parse_result(self, result: StepResult[Observation]) -> StepResult[Observation]:
+        # On the wire reward and done travel beside the observation; put them back in it.
+        result.observation.reward = result.reward
+        result.observation.done = result.done
+        return result
+
+    async def close(self) -> None:
+        try:
+            await super().close()
+        finally:
+            if self._server is not None:
+                server, self._server = self._server, None
+                await asyncio.to_thread(server.stop)

@@ -1,0 +1,59 @@
+"""The WebSocket session registry: one environment per socket, a capacity, and an idle deadline.
+
+Stock OpenEnv's reaper frees an idle slot but leaves the socket open against a closed environment;
+here the reaper cancels the session's serving scope, and the socket handler closes the socket itself,
+so the slot and the socket go together and only the handler ever writes to its socket.
+"""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+
+from service_incident.environment import ServiceIncidentEnvironment
+
+
+class Session:
+    """A live socket's environment and the scope that serves it."""
+
+    __slots__ = ("env", "idle", "last_active", "scope")
+
+    def __init__(self) -> None:
+        self.env = ServiceIncidentEnvironment()
+        self.scope = anyio.CancelScope()
+        self.last_active = time.monotonic()
+        self.idle = False
+
+    def touch(self) -> None:
+        self.last_active = time.monotonic()
+
+
+class SessionRegistry:
+    def __init__(self, capacity: int, idle_timeout_s: float) -> None:
+        self.capacity = capacity
+        self.idle_timeout_s = idle_timeout_s
+        self._sessions: set[Session] = set()
+
+    @property
+    def active(self) -> int:
+        return len(self._sessions)
+
+    def open(self) -> Session | None:
+        """A new session, or None when the server is at capacity."""
+        if len(self._sessions) >= self.capacity:
+            return None
+        session = Session()
+        self._sessions.add(session)
+        return session
+
+    def release(self, session: Session) -> None:
+        self._sessions.discard(session)
+        session.env.close()
+
+    def reap(self, now: float) -> None:
+        """Cancel sessions idle past the deadline; their handlers then close the socket and release."""
+        deadline = now - self.idle_timeout_s
+        for session in [s for s in self._sessions if s.last_active < deadline and not s.idle]:
+            session.idle = True
+            session.scope.cancel()

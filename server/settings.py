@@ -1,0 +1,71 @@
+"""Server settings: every default is defined here once; each field can be set by an environment variable.
+
+The variable is the field name in upper case (`max_concurrent_envs` -> `MAX_CONCURRENT_ENVS`), the
+convention OpenEnv environments follow, so a Space or a Dockerfile tunes the server without code.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta, Struct
+
+Positive = Annotated[float, Meta(gt=0)]
+Count = Annotated[int, Meta(ge=1)]
+
+
+class Settings(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Transport settings; the environment itself has none."""
+
+    host: str = "127.0.0.1"
+    port: Annotated[int, Meta(ge=0, le=65535)] = 8000
+    # WebSocket sessions: one environment per socket.
+    max_concurrent_envs: Count = 512
+    session_idle_timeout_s: Positive = 600.0
+    ws_ping_interval_s: Positive | None = 20.0
+    ws_ping_timeout_s: Positive | None = 20.0
+    ws_max_message_bytes: Count = 1024 * 1024
+    # Observations are a few KB: deflate costs more CPU per step than it saves on loopback or a LAN.
+    ws_per_message_deflate: bool = False
+    # Stateful HTTP episodes (/reset, /step, /state): bounded, least recently used evicted first.
+    http_max_episodes: Count = 256
+    http_episode_idle_timeout_s: Positive = 900.0
+    log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "info"
+
+    @classmethod
+    def load(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Defaults, then environment variables, then keyword overrides; all validated."""
+        environ = os.environ if environ is None else environ
+        raw: dict[str, Any] = {
+            name: _parse_env(environ[name.upper()])
+            for name in cls.__struct_fields__
+            if name.upper() in environ
+        }
+        raw.update(overrides)
+        try:
+            return msgspec.convert(raw, cls, strict=False)
+        except msgspec.ValidationError as exc:
+            raise ValueError(f"invalid server setting: {exc}") from None
+
+    def uvicorn_options(self) -> dict[str, Any]:
+        """The uvicorn.Config arguments these settings determine."""
+        return {
+            "host": self.host,
+            "port": self.port,
+            "ws": "websockets-sansio",
+            "ws_max_size": self.ws_max_message_bytes,
+            "ws_ping_interval": self.ws_ping_interval_s,
+            "ws_ping_timeout": self.ws_ping_timeout_s,
+            "ws_per_message_deflate": self.ws_per_message_deflate,
+            "log_level": self.log_level,
+            # HTTP episodes and WebSocket sessions live in this process: more workers would split them.
+            "workers": 1,
+        }
+
+
+def _parse_env(value: str) -> str | None:
+    # "none" disables the optional settings (keepalive pings) the way uvicorn's own flags do.
+    return None if value.strip().lower() in {"", "none", "off"} else value

@@ -1,0 +1,119 @@
+"""`/ws`: one environment per socket, frames answered strictly in order, steps run on the event loop.
+
+A step is a short CPU-bound call (well under a millisecond), so it is called directly: a thread hop per
+step (stock OpenEnv's per-session executor) costs about as much as the step and, under the GIL, buys
+no parallelism. Bad frames get an error frame and the session goes on, except the few that stock
+OpenEnv treats as fatal (FATAL_CODES), which close the socket after it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from service_incident.models import InvalidAction, InvalidReset, parse_action
+
+from . import mcp, protocol
+from .protocol import ErrorCode, ProtocolError
+from .sessions import Session, SessionRegistry
+
+log = logging.getLogger(__name__)
+
+CLOSE_NORMAL = 1000
+CLOSE_GOING_AWAY = 1001  # sent when a session was idle too long
+# A peer that stopped reading can block the close frame forever; the handler must still return.
+CLOSE_SEND_TIMEOUT_S = 2.0
+_BINARY = ProtocolError(ErrorCode.SESSION_ERROR, "Binary frames are not supported: send JSON text frames")
+
+
+class SessionEndpoint:
+    def __init__(self, registry: SessionRegistry) -> None:
+        self.registry = registry
+
+    async def serve(self, websocket: WebSocket) -> None:
+        # Accept before refusing, as stock OpenEnv does: its clients read the reason from an error frame.
+        await websocket.accept()
+        session = self.registry.open()
+        if session is None:
+            registry = self.registry
+            await websocket.send_text(protocol.capacity_text(registry.active, registry.capacity))
+            await websocket.close(CLOSE_NORMAL)
+            return
+        try:
+            with session.scope:
+                closing = await self._converse(websocket, session)
+            if session.scope.cancelled_caught:
+                closing = (CLOSE_GOING_AWAY, f"session idle for more than {self.registry.idle_timeout_s:g} s")
+            if closing is not None:
+                await _close(websocket, *closing)
+        finally:
+            self.registry.release(session)
+
+    async def _converse(self, websocket: WebSocket, session: Session) -> tuple[int, str] | None:
+        """Answer frames until the peer leaves (None) or the server must close (code, reason)."""
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return None
+            session.touch()
+            text = message.get("text")
+            if text is None:
+                await websocket.send_text(protocol.error_text(_BINARY))
+                return CLOSE_NORMAL, ""
+            try:
+                reply = answer(session, text)
+            except ProtocolError as error:
+                await websocket.send_text(protocol.error_text(error))
+                if error.fatal:
+                    return CLOSE_NORMAL, ""
+                continue
+            if reply is None:
+                return CLOSE_NORMAL, ""
+            await websocket.send_text(reply)
+
+
+def answer(session: Session, text: str) -> str | None:
+    """The reply frame to one client frame; None for `close`, which gets no reply."""
+    message = protocol.decode_message(text)
+    env = session.env
+    try:
+        match message:
+            case protocol.StepMessage(data=data):
+                try:
+                    action = parse_action(bytes(data))
+                except InvalidAction as exc:
+                    raise protocol.invalid("Invalid action", str(exc)) from None
+                return protocol.observation_text(env.step(action))
+            case protocol.ResetMessage(data=request):
+                try:
+                    observation = env.reset(
+                        task_id=request.task_id,
+                        seed=request.seed,
+                        incident_id=request.incident_id,
+                        episode_id=request.episode_id,
+                    )
+                except InvalidReset as exc:
+                    raise protocol.invalid("Invalid reset", str(exc)) from None
+                return protocol.observation_text(observation)
+            case protocol.StateMessage():
+                return protocol.state_text(env.state)
+            case protocol.McpMessage(data=request):
+                return protocol.mcp_text(mcp.handle(request, lambda _session_id: env))
+            case protocol.CloseMessage():
+                return None
+    except ProtocolError:
+        raise
+    except Exception as exc:
+        # The exception text could carry environment internals; the client gets its type only.
+        log.exception("environment failed on a %s message", type(message).__name__)
+        raise ProtocolError(ErrorCode.EXECUTION_ERROR, f"{type(exc).__name__} in the environment") from None
+
+
+async def _close(websocket: WebSocket, code: int, reason: str) -> None:
+    try:
+        with anyio.move_on_after(CLOSE_SEND_TIMEOUT_S):
+            await websocket.close(code, reason)
+    except (WebSocketDisconnect, RuntimeError):
+        pass  # the peer is already gone: nothing left to close

@@ -1,0 +1,72 @@
+"""Shared fixtures: our real server on a free 127.0.0.1 port, served by uvicorn in a background thread.
+
+The tests talk to it over real sockets. `make_server(**settings)` starts one with chosen settings
+(capacity, timeouts, limits); `server_url` is a default one shared by a test module.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+
+from service_incident.server.app import create_app
+from service_incident.server.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+OPENENV_PYTHON = Path(os.environ.get("OPENENV_PYTHON", ROOT / ".venvs" / "openenv" / "bin" / "python"))
+
+
+@contextmanager
+def running_server(**settings: Any) -> Iterator[str]:
+    """Serve the app with these settings (environment variables ignored); yields the base URL."""
+    config = Settings.load(environ={}, log_level="warning", **settings)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    options = config.uvicorn_options()
+    del options["host"], options["port"], options["workers"]
+    server = uvicorn.Server(uvicorn.Config(create_app(config), **options))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("test server did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        listener.close()
+
+
+@pytest.fixture
+def make_server() -> Iterator[Callable[..., str]]:
+    with ExitStack() as stack:
+        yield lambda **settings: stack.enter_context(running_server(**settings))
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    with running_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def openenv_python() -> Path:
+    """The interpreter of the separate venv holding the stock `openenv` package (`make test` builds it)."""
+    if not OPENENV_PYTHON.exists():
+        message = f"stock OpenEnv venv missing at {OPENENV_PYTHON}: run `make test` (or set OPENENV_PYTHON)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return OPENENV_PYTHON

@@ -1,0 +1,163 @@
+"""The HTTP routes over real sockets: stateful episodes, discovery endpoints, MCP."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+
+from service_incident.models import ACTION_NAMES, schemas
+from service_incident.tasks import catalogue
+
+
+@pytest.fixture
+def http(server_url: str) -> httpx.Client:
+    with httpx.Client(base_url=server_url, timeout=5) as client:
+        yield client
+
+
+def test_reset_without_a_body_or_with_an_empty_object_is_200(http: httpx.Client) -> None:
+    for kwargs in ({}, {"json": {}}, {"content": b"{}"}):  # the last one has no Content-Type, like curl -d
+        response = http.post("/reset", **kwargs)
+        assert response.status_code == 200
+        body = response.json()
+        assert body["episode_id"] == response.headers["Episode-Id"]
+        assert body["done"] is False and body["reward"] == 0.0
+
+
+def test_the_readme_curl_walkthrough_is_one_episode(http: httpx.Client) -> None:
+    reset = http.post("/reset", json={"task_id": "easy", "seed": 42}).json()
+    services = reset["observation"]["services"]
+    first = http.post("/step", json={"action": "inspect_logs", "target": services[1]}).json()
+    last = http.post("/step", json={"action": "declare", "target": services[0], "severity": "P0"}).json()
+    state = http.get("/state").json()
+    assert first["episode_id"] == last["episode_id"] == reset["episode_id"]
+    assert first["observation"]["step_count"] == 1 and services[1] in first["observation"]["visible_logs"]
+    assert last["done"] is True and last["observation"]["score"] is not None
+    assert state == {
+        "episode_id": reset["episode_id"],
+        "step_count": 2,
+        "task_id": "easy",
+        "incident_id": reset["observation"]["incident_id"],
+        "seed": 42,
+        "done": True,
+    }
+
+
+def test_episodes_are_addressed_by_header_body_or_query(http: httpx.Client) -> None:
+    a = http.post("/reset", json={"episode_id": "ep-a", "seed": 1}).json()["episode_id"]
+    b = http.post("/reset", json={"episode_id": "ep-b", "seed": 2}).json()["episode_id"]
+    assert (a, b) == ("ep-a", "ep-b")
+    http.post("/step", json={"action": {"action": "inspect_metrics", "target": "db"}}, headers={"Episode-Id": a})
+    http.post("/step", json={"action": {"action": "inspect_logs", "target": "db"}, "episode_id": a})
+    http.post("/step", json={"action": "inspect_logs", "target": "db", "episode_id": b, "timeout_s": 5})
+    assert http.get("/state", params={"episode_id": a}).json()["step_count"] == 2
+    assert http.get("/state", headers={"Episode-Id": b}).json()["step_count"] == 1
+    assert http.get("/state").json()["episode_id"] == "ep-b"  # the most recent episode
+
+
+def test_unknown_episode_is_404(http: httpx.Client) -> None:
+    response = http.post("/step", json={"action": "inspect_logs", "target": "db", "episode_id": "nope"})
+    assert response.status_code == 404 and "nope" in response.json()["detail"]
+    assert http.get("/state", params={"episode_id": "nope"}).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "loc"),
+    [
+        ("/reset", b"{not json", []),
+        ("/reset", b'{"task": "easy"}', ["task"]),
+        ("/reset", b'{"task_id": "impossible"}', []),
+        ("/reset", b'{"seed": -1}', []),
+        ("/reset", b"[]", []),
+        ("/step", b"", []),
+        ("/step", b'{"message": "hello"}', ["action"]),
+        ("/step", b'{"action": "inspect_logz", "target": "db"}', ["action"]),
+        ("/step", b'{"action": {"action": "declare", "target": "db"}}', ["severity"]),
+        ("/step", b'{"action": {"action": "inspect_logs", "target": "db"}, "force": 1}', ["force"]),
+        ("/step", b'{"action": "inspect_logs", "target": "db", "timeout_s": -1}', ["timeout_s"]),
+    ],
+)
+def test_bad_requests_are_422_with_a_located_error(http: httpx.Client, path: str, body: bytes, loc: list[Any]) -> None:
+    response = http.post(path, content=body)
+    assert response.status_code == 422
+    (error,) = response.json()["detail"]
+    assert error["loc"] == loc and error["msg"]
+
+
+def test_step_before_any_http_episode_answers_like_a_fresh_environment(make_server: Any) -> None:
+    url = make_server()
+    step = httpx.post(f"{url}/step", json={"action": "inspect_logs", "target": "db"}).json()
+    assert step["episode_id"] is None and "reset" in step["observation"]["last_action_error"]
+    assert httpx.get(f"{url}/state").json()["episode_id"] is None
+
+
+def test_http_episodes_are_bounded_in_number_and_idle_time(make_server: Any) -> None:
+    url = make_server(http_max_episodes=2, http_episode_idle_timeout_s=0.6)
+    with httpx.Client(base_url=url) as http:
+        ids = [http.post("/reset", json={"episode_id": f"ep-{i}"}).json()["episode_id"] for i in range(3)]
+        assert http.get("/state", params={"episode_id": ids[0]}).status_code == 404  # least recently used
+        assert http.get("/state", params={"episode_id": ids[2]}).status_code == 200
+        assert http.get("/health").json()["http_episodes"] == 2
+        time.sleep(1.0)
+        assert http.get("/state", params={"episode_id": ids[2]}).status_code == 404
+        assert http.get("/health").json()["http_episodes"] == 0
+
+
+def test_discovery_endpoints(http: httpx.Client) -> None:
+    assert http.get("/health").json()["status"] == "healthy"
+    metadata = http.get("/metadata").json()
+    assert metadata["name"] == "service_incident" and metadata["description"] and metadata["version"]
+    schema = http.get("/schema").json()
+    assert {k: schema[k] for k in ("action", "observation", "state")} == schemas()
+    assert schema["reset_observation"] == schema["observation"]
+    openapi = http.get("/openapi.json").json()
+    assert openapi["info"]["version"].startswith("1.")
+    assert {"/reset", "/step", "/state", "/health", "/metadata", "/schema", "/mcp", "/tasks"} <= set(openapi["paths"])
+    refs = msgspec.json.encode(openapi).decode()
+    for name in [ref.split('"')[0] for ref in refs.split('"#/components/schemas/')[1:]]:
+        assert name in openapi["components"]["schemas"]
+
+
+def test_tasks_publish_the_catalogue_and_nothing_more(http: httpx.Client) -> None:
+    assert http.get("/tasks").json() == msgspec.json.decode(msgspec.json.encode(catalogue()))
+
+
+def rpc(http: httpx.Client, method: str, params: dict[str, Any] | None = None, id: int = 1) -> dict[str, Any]:
+    response = http.post("/mcp", json={"jsonrpc": "2.0", "method": method, "params": params or {}, "id": id})
+    assert response.status_code == 200
+    return response.json()
+
+
+def test_mcp_errors_are_jsonrpc_with_http_200(http: httpx.Client) -> None:
+    for body, code in ((b"", -32700), (b"{oops", -32700), (b"{}", -32600), (b"[]", -32600)):
+        response = http.post("/mcp", content=body)
+        assert response.status_code == 200
+        assert response.json()["jsonrpc"] == "2.0" and response.json()["error"]["code"] == code
+    assert rpc(http, "nope")["error"]["code"] == -32601
+    bad = rpc(http, "tools/call", {"name": "declare", "arguments": {"target": "db"}})
+    assert bad["error"]["code"] == -32602 and "severity" in bad["error"]["message"]
+    assert rpc(http, "tools/call", {"name": "inspect_logs", "arguments": {"target": "db"},
+                                    "session_id": "nope"})["error"]["code"] == -32602
+
+
+def test_mcp_tools_play_an_http_episode(http: httpx.Client) -> None:
+    tools = rpc(http, "tools/list")["result"]["tools"]
+    assert [t["name"] for t in tools] == list(ACTION_NAMES)
+    assert all(t["inputSchema"]["type"] == "object" and "action" not in t["inputSchema"]["properties"]
+               for t in tools)
+    session = rpc(http, "openenv/session/create", {"task_id": "easy", "seed": 3})["result"]["session_id"]
+    services = http.get("/state", params={"episode_id": session}).json()
+    assert services["step_count"] == 0
+    call = rpc(http, "tools/call", {"name": "inspect_logs", "arguments": {"target": "db"}, "session_id": session})
+    result = call["result"]
+    assert result["isError"] is False and result["content"][0]["type"] == "text"
+    assert result["structuredContent"]["observation"]["step_count"] == 1
+    assert rpc(http, "openenv/session/close", {"session_id": session})["result"] == {
+        "session_id": session,
+        "closed": True,
+    }
+    assert http.get("/state", params={"episode_id": session}).status_code == 404
