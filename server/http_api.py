@@ -46,6 +46,13 @@ class Failure(Struct):
     detail: str
 
 
+class Grade(Struct):
+    episode_id: str | None
+    done: bool
+    score: float | None
+    breakdown: dict[str, float] | None
+
+
 class Health(Struct):
     active_sessions: int
     max_sessions: int
@@ -116,6 +123,7 @@ class HttpApi:
             Route("/metadata", self.metadata, methods=["GET"]),
             Route("/schema", self.schema, methods=["GET"]),
             Route("/tasks", self.tasks, methods=["GET"]),
+            Route("/grade", self.grade, methods=["GET"]),
             Route("/mcp", self.mcp, methods=["POST"]),
         ]
 
@@ -154,6 +162,16 @@ class HttpApi:
         except UnknownEpisode as exc:
             return _json(Failure(str(exc)), 404)
         return _json(env.state, episode_id=episode_id)
+
+    async def grade(self, request: Request) -> Response:
+        """The episode's score and breakdown: null until it has ended, so it is no scoring oracle."""
+        wanted = request.query_params.get("episode_id") or request.headers.get(EPISODE_HEADER)
+        try:
+            episode_id, env = self.episodes.get(wanted)
+        except UnknownEpisode as exc:
+            return _json(Failure(str(exc)), 404)
+        score, breakdown = env.grade()
+        return _json(Grade(episode_id=episode_id, done=env.state.done, score=score, breakdown=breakdown))
 
     async def health(self, request: Request) -> Response:
         sessions = self.sessions

@@ -61,3 +61,15 @@ def test_flat_seed_shapes_over_http(server_url: str) -> None:
             response = http.post("/step", json=move)
             assert response.status_code == 200, response.text
         assert response.json()["done"] is True
+
+
+def test_grade_is_empty_until_the_episode_ends(server_url: str) -> None:
+    with httpx.Client(base_url=server_url) as http:
+        episode = http.post("/reset", json={"task_id": "task_cpu_spike", "seed": 4}).json()["episode_id"]
+        headers = {"Episode-Id": episode}
+        early = http.get("/grade", headers=headers).json()
+        assert early == {"episode_id": episode, "done": False, "score": None, "breakdown": None}
+        http.post("/step", json={"action_type": "declare_rca", "target": "auth-service"}, headers=headers)
+        final = http.get("/grade", headers=headers).json()
+        assert final["done"] is True and 0.01 <= final["score"] <= 0.99
+        assert final["breakdown"]["root_cause"] == 0.4
