@@ -9,8 +9,10 @@ from __future__ import annotations
 import math
 import random
 import re
+import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from functools import cached_property
+from functools import cache, cached_property, lru_cache
 
 from .faults import FAULTS
 from .models import Alert, Metrics
@@ -56,24 +58,66 @@ def clock(world: World, step: int) -> datetime:
     return parse_time(world.incident.started_at) + timedelta(minutes=STEP_MINUTES * step)
 
 
+# A compiled template is a tuple of pieces, each drawing its text from the episode's RNG.
+_Piece = Callable[[random.Random, dict[str, str]], str]
+
+
+def _piece(name: str, arg: str | None) -> _Piece:
+    if name == "int":
+        low, high = map(int, (arg or "").split(":"))
+        return lambda rng, _: str(low + int(rng.random() * (high - low + 1)))
+    if name == "float":
+        low_f, high_f = map(float, (arg or "").split(":"))
+        return lambda rng, _: f"{low_f + rng.random() * (high_f - low_f):.1f}"
+    if name == "hex":
+        digits = int(arg or "0")
+        return lambda rng, _: f"{rng.getrandbits(4 * digits):0{digits}x}"
+    if name == "pick":
+        options = tuple((arg or "").split("|"))
+        return lambda rng, _: pick(rng, options)
+    if name == "endpoint":
+        return lambda rng, context: fill(context[name], rng, context)
+    return lambda _, context: context[name]
+
+
+@cache
+def _compile(template: str) -> tuple[_Piece, ...]:
+    """A template cut once into literal text and the fields to draw: rendering is then a join."""
+    pieces: list[_Piece] = []
+    position = 0
+    for match in _FIELD.finditer(template):
+        literal = template[position : match.start()]
+        if literal:
+            pieces.append(lambda _, __, text=literal: text)
+        pieces.append(_piece(match.group(1), match.group(2)))
+        position = match.end()
+    if template[position:]:
+        pieces.append(lambda _, __, text=template[position:]: text)
+    return tuple(pieces)
+
+
 def fill(template: str, rng: random.Random, context: dict[str, str]) -> str:
     """Expand a log template: {int:a:b}, {float:a:b}, {hex:n}, {pick:a|b} and named context fields."""
+    return "".join(piece(rng, context) for piece in _compile(template))
 
-    def expand(match: re.Match[str]) -> str:
-        name, arg = match.group(1), match.group(2)
-        if name == "int":
-            low, high = arg.split(":")
-            return str(rng.randint(int(low), int(high)))
-        if name == "float":
-            low, high = arg.split(":")
-            return f"{rng.uniform(float(low), float(high)):.1f}"
-        if name == "hex":
-            return f"{rng.getrandbits(4 * int(arg)):0{int(arg)}x}"
-        if name == "pick":
-            return rng.choice(arg.split("|"))
-        return fill(context[name], rng, context) if name == "endpoint" else context[name]
 
-    return _FIELD.sub(expand, template)
+def pick(rng: random.Random, options: tuple[str, ...] | list[str]) -> str:
+    return options[int(rng.random() * len(options))]
+
+
+def stamp_ms(epoch_ms: int) -> str:
+    """An RFC 3339 UTC timestamp with milliseconds, from epoch milliseconds."""
+    seconds, millis = divmod(epoch_ms, 1000)
+    t = time.gmtime(seconds)
+    return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}.{millis:03d}Z"
+
+
+@lru_cache(maxsize=4096)
+def identity(incident_id: str, service: str) -> tuple[str, str, int]:
+    """Host, build and pid of a service: they belong to the system, so they are keyed without the seed."""
+    rng = rng_for(0, incident_id, service, "identity")
+    version = "v{}.{}.{}".format(*rng.choices(range(1, 20), k=3))
+    return f"{service}-{rng.getrandbits(20):05x}", version, rng.randint(100, 9999)
 
 
 class Telemetry:
@@ -82,18 +126,9 @@ class Telemetry:
     def __init__(self, world: World, seed: int) -> None:
         self.world = world
         self.seed = seed
-        self._identities: dict[str, tuple[str, str, int]] = {}
         self._alerts: dict[int, list[Alert]] = {}
         self._histories: dict[int, tuple[dict[tuple[str, str], int], dict[tuple[str, str], float]]] = {}
         self._readings_cache: dict[int, tuple[dict[str, ServiceState], dict[tuple[str, str], float]]] = {}
-
-    def _identity(self, service: str) -> tuple[str, str, int]:
-        """Host, build and pid of a service: they belong to the system, so they are keyed without the seed."""
-        if service not in self._identities:
-            rng = rng_for(0, self.world.incident.id, service, "identity")
-            version = "v{}.{}.{}".format(*rng.choices(range(1, 20), k=3))
-            self._identities[service] = (f"{service}-{rng.getrandbits(20):05x}", version, rng.randint(100, 9999))
-        return self._identities[service]
 
     @cached_property
     def _expired(self) -> str:
@@ -108,7 +143,7 @@ class Telemetry:
         rng = rng_for(self.seed, incident.id, service, "logs", step)
         profile = KINDS[incident.service(service).kind]
         state = world.states_at(step)[service]
-        host, version, pid = self._identity(service)
+        host, version, pid = identity(incident.id, service)
         context = {"svc": service, "version": version, "expired": self._expired}
         # Evidence comes in groups (the fault's own lines, the failures blamed on each upstream):
         # a partial shipper drops lines at random but leaves one line of every group.
@@ -129,19 +164,19 @@ class Telemetry:
             if event.service == service and step - 1 <= event.step <= step:
                 groups.append([_REMEDIATION_LOGS[event.remedy]])
         evidence = sum(len(group) for group in groups)
-        groups.append([rng.choice(profile.routine_logs) for _ in range(max(2, LOG_LINES - evidence))])
+        groups.append([pick(rng, profile.routine_logs) for _ in range(max(2, LOG_LINES - evidence))])
         if gap == "partial":
             groups = [[line for line in group if rng.random() < 0.5] or group[:1] for group in groups]
         lines = [line for group in groups for line in group]
         rng.shuffle(lines)
-        now = clock(world, step)
-        offsets = sorted(rng.uniform(0, LOG_WINDOW_S) for _ in lines)
+        window_ms = LOG_WINDOW_S * 1000
+        start_ms = int(clock(world, step).timestamp() * 1000) - window_ms
+        offsets = sorted(int(rng.random() * window_ms) for _ in lines)
         rendered = []
         for offset, template in zip(offsets, lines, strict=True):
-            moment = now - timedelta(seconds=LOG_WINDOW_S - offset)
-            context["endpoint"] = rng.choice(profile.endpoints)
+            context["endpoint"] = pick(rng, profile.endpoints)
             level, _, message = fill(template, rng, context).partition(" ")
-            rendered.append(f"{format_time(moment, millis=True)} {host} {profile.process}[{pid}]: {level:<5} {message}")
+            rendered.append(f"{stamp_ms(start_ms + offset)} {host} {profile.process}[{pid}]: {level:<5} {message}")
         return "\n".join(rendered)
 
     def metrics(self, service: str, step: int) -> Metrics:
@@ -182,7 +217,7 @@ class Telemetry:
         """Recent releases and configuration changes of a service, newest first."""
         world, incident = self.world, self.world.incident
         rng = rng_for(0, incident.id, service, "deploys")
-        _, version, _ = self._identity(service)
+        _, version, _ = identity(incident.id, service)
         started = parse_time(incident.started_at)
         entries: list[tuple[datetime, str]] = []
         for fault in incident.faults:
