@@ -344,22 +344,22 @@ class StructuredInvestigator:
             if blamed is None:
                 break
             service = blamed
-        else:
+        else:  # the walk reached a service whose logs are not visible yet, or went round a cycle
             if service not in chain and observation.max_steps - observation.step_count > 1:
-                return InspectLogs(target=service)
+                return InspectLogs(target=service, rationale=_cite(observation, service))
         return self._close(observation, service)
 
     @staticmethod
     def _close(observation: Observation, service: str) -> Action:
         """Declare the suspect; where declaring does not end the episode, resolve right after."""
-        available = observation.available_actions
+        rationale = _cite(observation, service)
         declared = any(": declare(" in entry for entry in observation.action_history)
-        if "declare" in available and not declared:
+        if "declare" in observation.available_actions and not declared:
             error_rate, latency = user_impact(observation)
-            return Declare(target=service, severity=rubric(error_rate, latency, False))
+            return Declare(target=service, severity=rubric(error_rate, latency, False), rationale=rationale)
         if "resolve" in observation.terminal_actions:
-            return Resolve(target=service)
-        return DeclareRootCauses(targets=[service])
+            return Resolve(target=service, rationale=rationale)
+        return DeclareRootCauses(targets=[service], rationale=rationale)
 
 
 def _flagged(line: str) -> bool:
