@@ -20,8 +20,9 @@ $(OPENENV_VENV)/.installed: pyproject.toml
 	touch $@
 
 .PHONY: run test lint
+# Silent recipe: inference.py's stdout is a contract of [START]/[STEP]/[END] lines only.
 run: $(VENV)/.installed
-	$(PY) inference.py
+	@$(PY) inference.py
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .

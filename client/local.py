@@ -54,6 +54,9 @@ class LocalServer:
                 pass_fds=(listener.fileno(),),
                 env=env,
                 stdin=subprocess.DEVNULL,
+                # The embedding program's stdout may be a contract (inference.py's): the server's
+                # output, if any, goes to stderr.
+                stdout=sys.stderr,
             )
         finally:
             listener.close()  # the child holds its own copy

@@ -3,8 +3,12 @@
 - `ExpertAgent` follows the evidence: from the paged user-facing services it follows the upstreams
   that logs blame, refutes blamed services whose own logs are clean, and declares the service whose
   trouble is its own; severity from the rubric applied to the alerts.
-- `LoudestSignalAgent` reads dashboards and blames the service with the worst error rate.
+- `StructuredInvestigator` follows the dependency evidence but takes it at its word: fooled by red
+  herrings, it never remediates.
+- `LoudestSignalAgent` (the symptom chaser) reads dashboards and blames the worst error rate.
 - `RandomAgent` acts at random: the floor.
+
+`REFERENCE_AGENTS` lists them as a skill ladder, weakest first.
 """
 
 from __future__ import annotations
@@ -53,13 +57,10 @@ def read_log(text: str) -> tuple[bool, Counter[str]]:
     An error blames fully; a warning (a slow call that was retried) blames a quarter as much.
     """
     own, blames = False, Counter[str]()
-    for line in text.splitlines():
-        fields = line.split(maxsplit=4)
-        if len(fields) < 4 or fields[3] not in ANOMALY_LEVELS:
-            continue
+    for line in filter(_flagged, text.splitlines()):
         blamed = _BLAME.search(line)
         if blamed:
-            blames[blamed.group(1)] += 0.25 if fields[3] == "WARN" else 1.0
+            blames[blamed.group(1)] += 0.25 if line.split(maxsplit=4)[3] == "WARN" else 1.0
         else:
             own = True
     return own, blames
@@ -271,11 +272,8 @@ class ExpertAgent:
 
 def _cite(observation: Observation, service: str) -> str:
     """A rationale that quotes what was seen of a service: its loudest log lines, else its pages."""
-    lines = [
-        line.split(": ", 1)[-1]
-        for line in observation.visible_logs.get(service, "").splitlines()
-        if len(fields := line.split(maxsplit=4)) > 3 and fields[3] in ANOMALY_LEVELS
-    ]
+    text = observation.visible_logs.get(service, "")
+    lines = [line.split(": ", 1)[-1] for line in text.splitlines() if _flagged(line)]
     seen = lines[:2] or [f"{a.signal} {a.summary}" for a in observation.alerts if a.service == service][:2]
     return f"{service}: " + " | ".join(seen) if seen else f"{service} is on the path of the paged services"
 
@@ -363,6 +361,7 @@ class StructuredInvestigator:
 
 
 def _flagged(line: str) -> bool:
+    """Whether a log line is at WARN or above."""
     fields = line.split(maxsplit=4)
     return len(fields) > 3 and fields[3] in ANOMALY_LEVELS
 

@@ -7,16 +7,13 @@ The tests talk to it over real sockets. `make_server(**settings)` starts one wit
 from __future__ import annotations
 
 import os
-import socket
-import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
+from serving import serving
 
 from service_incident.server.app import create_app
 from service_incident.server.settings import Settings
@@ -29,24 +26,10 @@ OPENENV_PYTHON = Path(os.environ.get("OPENENV_PYTHON", ROOT / ".venvs" / "openen
 def running_server(**settings: Any) -> Iterator[str]:
     """Serve the app with these settings (environment variables ignored); yields the base URL."""
     config = Settings.load(environ={}, log_level="warning", **settings)
-    listener = socket.create_server(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
     options = config.uvicorn_options()
     del options["host"], options["port"], options["workers"]
-    server = uvicorn.Server(uvicorn.Config(create_app(config), **options))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("test server did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        listener.close()
+    with serving(create_app(config), **options) as url:
+        yield url
 
 
 @pytest.fixture

@@ -7,11 +7,8 @@ import importlib.util
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import uvicorn
+from serving import serving
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -168,17 +165,5 @@ class ScriptedOpenAI:
     @contextmanager
     def serve(self) -> Iterator[str]:
         """Serve on a free 127.0.0.1 port in a thread; yields the API base URL."""
-        listener = socket.create_server(("127.0.0.1", 0))
-        server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning"))
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 10
-        while not server.started:
-            assert time.monotonic() < deadline and thread.is_alive(), "stub server did not start"
-            time.sleep(0.01)
-        try:
-            yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
-        finally:
-            server.should_exit = True
-            thread.join(timeout=10)
-            listener.close()
+        with serving(self.app) as url:
+            yield f"{url}/v1"
