@@ -19,7 +19,22 @@ $(OPENENV_VENV)/.installed: pyproject.toml
 	$(OPENENV_VENV)/bin/python -m pip install -q -e '.[interop]'
 	touch $@
 
-.PHONY: run test lint
+# The browser tests (tests/test_web_page.py) drive Debian's Chromium through its chromedriver, which
+# always match, being built from one source. Installed with apt-get when missing (CI runs as root);
+# where that cannot be done the browser tests are skipped and say why. No `playwright install` or
+# driver download: browsers are only to be had from Debian's packages here.
+BROWSER_PACKAGES := chromium chromium-driver fonts-dejavu-core
+
+.PHONY: run test lint browser
+browser:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing $(BROWSER_PACKAGES) for the browser tests"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=120 \
+			--no-install-recommends $(BROWSER_PACKAGES) >/dev/null; } \
+		|| echo "warning: could not install Chromium: the browser tests will be skipped"; \
+	else echo "warning: Chromium is missing and installing it needs root and apt-get: the browser tests will be skipped"; fi
+
 # Silent recipe: inference.py's stdout is a contract of [START]/[STEP]/[END] lines only.
 run: $(VENV)/.installed
 	@$(PY) inference.py
@@ -27,5 +42,5 @@ run: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
 
-test: lint $(OPENENV_VENV)/.installed
+test: lint $(OPENENV_VENV)/.installed browser
 	$(PY) -m pytest -q

@@ -27,6 +27,7 @@ from .openapi import openapi_document
 from .protocol import encode
 from .sessions import SessionRegistry
 from .settings import Settings
+from .webui import WebUI
 from .ws import SessionEndpoint
 
 # Bounds on how often idle sessions and episodes are looked for: often enough for short test
@@ -64,6 +65,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         WebSocketRoute("/ws", SessionEndpoint(registry).serve),
         Route("/openapi.json", openapi_json, methods=["GET"]),
         *HttpApi(episodes, registry).routes(),
+        *WebUI().routes(),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
 
