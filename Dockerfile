@@ -25,6 +25,6 @@ EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
     CMD ["python", "-c", "import urllib.request as u; u.urlopen('http://127.0.0.1:8000/health', timeout=4)"]
 
-# /web is reserved for the web interface (the Space front matter's base_path); the server does not
-# read ENABLE_WEB_INTERFACE, and naming it here keeps `openenv push` from injecting it.
+# The server always serves its page at /web (the Space front matter's base_path); it does not read
+# ENABLE_WEB_INTERFACE, and naming it here keeps `openenv push` from injecting it.
 CMD ["server"]

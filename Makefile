@@ -2,11 +2,13 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
+# Setting up says nothing on stdout: `make run`'s stdout carries only inference.py's contract lines.
 $(VENV)/.installed: pyproject.toml
-	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
-	touch $@
+	@echo "setting up $(VENV)" >&2
+	@python3 -m venv $(VENV)
+	@$(PY) -m pip install -q --upgrade pip >&2
+	@$(PY) -m pip install -q -e '.[test]' >&2
+	@touch $@
 
 # The stock OpenEnv package for the interop tests lives in its own venv: it pulls in gradio, fastapi
 # and ~80 more packages that our runtime must not come to depend on by accident.

@@ -3,7 +3,8 @@
 Serve with `server` (reads the settings from the environment, see settings.py) or, equivalently for
 the HTTP routes, `uvicorn service_incident.server.app:app`; only `server` applies the WebSocket
 limits (frame size, keepalive), which are uvicorn options rather than app options.
-`/web` is reserved for the web interface.
+`/web` serves the page (`/` redirects there); with `RESULTS_DIR` set, `/results/` serves that folder
+of inference results for the page to replay.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
 
 from .http_api import JSON, HttpApi
 from .http_episodes import EpisodeStore
@@ -61,12 +63,14 @@ def create_app(settings: Settings | None = None) -> Starlette:
     async def openapi_json(request: Request) -> Response:
         return Response(openapi, media_type=JSON)
 
-    routes = [
+    routes: list[BaseRoute] = [
         WebSocketRoute("/ws", SessionEndpoint(registry).serve),
         Route("/openapi.json", openapi_json, methods=["GET"]),
         *HttpApi(episodes, registry).routes(),
         *WebUI().routes(),
     ]
+    if settings.results_dir is not None:
+        routes.append(Mount("/results", StaticFiles(directory=settings.results_dir)))
     return Starlette(routes=routes, lifespan=lifespan)
 
 

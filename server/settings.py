@@ -34,6 +34,8 @@ class Settings(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     http_max_episodes: Count = 256
     http_episode_idle_timeout_s: Positive = 900.0
     log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "info"
+    # A folder of inference.py results to serve at /results/, so the page replays runs by URL.
+    results_dir: str | None = None
 
     @classmethod
     def load(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:

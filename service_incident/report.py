@@ -9,6 +9,7 @@ import itertools
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from statistics import NormalDist
+from urllib.parse import urlencode
 
 from msgspec import Struct
 
@@ -122,7 +123,30 @@ def markdown(records: Sequence[EpisodeRecord], header: Sequence[str] = ()) -> st
     keys = {"task": lambda r: r.task, "suite": of_task("suite"), "difficulty": of_task("difficulty")}
     for column, key in keys.items():
         out += ["", f"## Per {column}", "", *breakdown(records, column, key, list(overall))]
+    out += ["", *replay_section(records)]
     return "\n".join(out) + "\n"
+
+
+REPLAY_BASE = "http://127.0.0.1:8000"
+REPLAYED_WORST = 10
+
+
+def replay_link(record: EpisodeRecord, episodes_url: str = "/results/episodes.jsonl") -> str:
+    """Where the web page replays an episode, once the results folder is served at /results/."""
+    return f"{REPLAY_BASE}/web/?{urlencode({'replay': episodes_url, 'episode': record.name})}"
+
+
+def replay_section(records: Sequence[EpisodeRecord]) -> list[str]:
+    """Links to the page's replay of the lowest-scoring episodes: where an agent is worth watching."""
+    worst = sorted(records, key=lambda r: (r.score, r.name))[:REPLAYED_WORST]
+    return [
+        "## Replay",
+        "",
+        "Serve this folder with the environment server (`RESULTS_DIR=<this folder> server`), then open any",
+        "episode in the web page; the lowest-scoring ones:",
+        "",
+        *(f"- [{r.agent} · {r.name}]({replay_link(r)}): score {r.score:.2f}" for r in worst),
+    ]
 
 
 def agents_table(overall: dict[str, Summary]) -> list[str]:

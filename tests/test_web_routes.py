@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
 
+from service_incident import report
+from service_incident.environment import ServiceIncidentEnvironment
+from service_incident.evaluation import EpisodeRecord, decode, encode
 from service_incident.server.webui import WEB_DIR
 
 ASSETS = {"index.html": "text/html", "app.js": "text/javascript", "style.css": "text/css"}
@@ -62,3 +67,22 @@ def test_the_script_never_writes_html() -> None:
     script = (WEB_DIR / "app.js").read_text()
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
         assert sink not in script, sink
+
+
+def test_results_folder_is_served_for_replay_by_url(make_server: Callable[..., str], tmp_path: Path) -> None:
+    env = ServiceIncidentEnvironment()
+    record = EpisodeRecord(name="easy/easy_001", task="easy", incident="easy_001", seed=1, agent="expert",
+                           score=0.42, reset=env.reset(task_id="easy", seed=1, incident_id="easy_001"))
+    (tmp_path / "episodes.jsonl").write_bytes(encode(record))
+    base = make_server(results_dir=str(tmp_path))
+    served = httpx.get(f"{base}/results/episodes.jsonl")
+    assert served.status_code == 200 and decode(served.content)[0].name == record.name
+    assert httpx.get(f"{base}/results/../pyproject.toml").status_code == 404
+    link = next(line for line in report.replay_section([record]) if "easy_001" in line)
+    query = parse_qs(urlsplit(link.split("](", 1)[1].rstrip(")").split("):")[0]).query)
+    assert query == {"replay": ["/results/episodes.jsonl"], "episode": ["easy/easy_001"]}
+    assert httpx.get(f"{base}/web/").status_code == 200
+
+
+def test_results_are_not_served_unless_asked(http: httpx.Client) -> None:
+    assert http.get("/results/episodes.jsonl").status_code == 404
