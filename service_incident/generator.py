@@ -54,7 +54,8 @@ DISTRACTIONS: tuple[DistractionKind, ...] = (
 ERROR_MARGIN = 0.01
 LATENCY_MARGIN_MS = 100.0
 MAX_DRAWS = 200
-SETTLE_AFTER = 8
+SETTLE_AFTER = 4
+DRAWS_PER_TOPOLOGY = 3
 INTENSITY_TRIES = 4
 
 
@@ -88,15 +89,21 @@ def generate(knobs: Knobs | str, seed: int, incident_id: str | None = None) -> I
     name = incident_id or f"{knobs if isinstance(knobs, str) else 'custom'}-{seed}"
     # Aim at a severity so that labels spread over the rubric; settle for any recoverable one.
     wanted = rng.choice(SEVERITIES)
+    services: list[ServiceSpec] = []
     for attempt in range(MAX_DRAWS):
-        incident = _draw(preset, rng, name, wanted, settle=attempt >= SETTLE_AFTER)
+        # A topology serves a few draws of faults before a new one is drawn: most rejections are
+        # about where the faults landed and how hard they hit, not about the wiring.
+        if attempt % DRAWS_PER_TOPOLOGY == 0:
+            services = _topology(rng, rng.randint(*preset.services))
+        incident = _draw(preset, rng, name, wanted, services, settle=attempt >= SETTLE_AFTER)
         if incident is not None:
             return validate(incident)
     raise ValueError(f"no recoverable incident for these knobs after {MAX_DRAWS} draws (seed {seed})")
 
 
-def _draw(knobs: Knobs, rng: random.Random, incident_id: str, wanted: str, settle: bool) -> Incident | None:
-    services = _topology(rng, rng.randint(*knobs.services))
+def _draw(
+    knobs: Knobs, rng: random.Random, incident_id: str, wanted: str, services: list[ServiceSpec], settle: bool
+) -> Incident | None:
     names = [s.name for s in services]
     kinds = {s.name: s.kind for s in services}
     types = list(knobs.fault_types or FAULTS)

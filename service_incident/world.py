@@ -229,18 +229,18 @@ class World:
         incident = self.incident
         noisy = {d.service for d in incident.distractions if d.kind == "noisy_neighbour"}
         flaky = {d.service for d in incident.distractions if d.kind == "flaky_errors"}
+        live: dict[str, list[tuple[FaultType, float]]] = {}
+        for run in self._runs:
+            strength = run.strength(step)
+            if strength > 0.0:
+                live.setdefault(run.spec.service, []).append((run.kind, strength))
+        healthy_latency = self._healthy_latency
         states: dict[str, ServiceState] = {}
         for name, profile, deps in self._order:
             latency, cpu, memory = profile.latency_ms, profile.cpu_pct, profile.memory_pct
             own_error = silent_failure = strength_total = 0.0
             health: Health | None = None
-            for run in self._runs:
-                if run.spec.service != name:
-                    continue
-                strength = run.strength(step)
-                if strength <= 0.0:
-                    continue
-                kind = run.kind
+            for kind, strength in live.get(name, ()):
                 strength_total += strength
                 own_error = 1.0 - (1.0 - own_error) * (1.0 - kind.error_rate * strength)
                 silent_failure += kind.caller_failure * strength
@@ -253,26 +253,34 @@ class World:
             if step in self._restarts.get(name, ()):
                 own_error = 1.0 - (1.0 - own_error) * (1.0 - RESTART_DISRUPTION)
             capacity = self._capacity.get(name, 1.0)
-            cpu = profile.cpu_pct + (cpu - profile.cpu_pct) / capacity
+            if capacity != 1.0:
+                cpu = profile.cpu_pct + (cpu - profile.cpu_pct) / capacity
             failing: list[tuple[str, float]] = []
-            upstream_failure = upstream_latency = 0.0
+            upstream_success = 1.0
+            upstream_latency = 0.0
+            routed = 1.0 / len(deps) if profile.routes and deps else 0.0
             for dep, weight in deps:
                 upstream = states[dep]
                 share = upstream.call_failure * weight
+                waited = upstream.latency_ms if upstream.latency_ms < CALL_DEADLINE_MS else CALL_DEADLINE_MS
                 if share > 0.0:
                     failing.append((dep, share))
-                if profile.routes:
-                    upstream_failure += share / len(deps)
-                    upstream_latency += min(upstream.latency_ms, CALL_DEADLINE_MS) / len(deps)
+                if routed:
+                    upstream_success -= share * routed
+                    upstream_latency += waited * routed
                 else:
-                    upstream_failure = 1.0 - (1.0 - upstream_failure) * (1.0 - share)
-                    upstream_latency += min(upstream.latency_ms, CALL_DEADLINE_MS) * weight
+                    upstream_success *= 1.0 - share
+                    upstream_latency += waited * weight
             latency += upstream_latency
-            error_rate = 1.0 - (1.0 - own_error) * (1.0 - upstream_failure)
+            error_rate = 1.0 - (1.0 - own_error) * upstream_success
             if failing:
                 cpu = min(99.0, cpu + 10.0 * (error_rate - own_error))
-            slowdown = latency - self._healthy_latency.get(name, latency)
-            call_failure = min(1.0, error_rate + silent_failure + _timeout_share(slowdown))
+            # Callers time out on the share of calls slowed past their tolerance.
+            slowdown = latency - healthy_latency[name] - SLOWDOWN_TOLERANCE_MS
+            timeouts = 0.0 if slowdown <= 0.0 else min(MAX_TIMEOUT_SHARE, slowdown / TIMEOUT_SPAN_MS)
+            call_failure = error_rate + silent_failure + timeouts
+            if call_failure > 1.0:
+                call_failure = 1.0
             if name in noisy:
                 cpu = max(cpu, NOISY_NEIGHBOUR_CPU / capacity)
             reported_error = error_rate
@@ -280,15 +288,15 @@ class World:
                 # Failures on a side path (a batch job, a partner webhook) that callers never hit.
                 reported_error = 1.0 - (1.0 - error_rate) * (1.0 - FLAKY_ERROR_RATE)
             states[name] = ServiceState(
-                name=name,
-                latency_ms=latency,
-                error_rate=reported_error,
-                cpu_pct=cpu,
-                memory_pct=memory,
-                health=health or _health(reported_error, latency, profile.latency_ms),
-                call_failure=call_failure,
-                failing_upstreams=tuple(failing),
-                fault_strength=strength_total,
+                name,
+                latency,
+                reported_error,
+                cpu,
+                memory,
+                health or _health(reported_error, latency, profile.latency_ms),
+                call_failure,
+                tuple(failing),
+                strength_total,
             )
         return states
 
@@ -303,10 +311,6 @@ def rubric(error_rate: float, latency_ms: float, data_at_risk: bool) -> Severity
     if error_rate >= P1_ERROR_RATE or latency_ms >= P1_LATENCY_MS:
         return "P1"
     return "P2"
-
-
-def _timeout_share(slowdown_ms: float) -> float:
-    return min(MAX_TIMEOUT_SHARE, max(0.0, (slowdown_ms - SLOWDOWN_TOLERANCE_MS) / TIMEOUT_SPAN_MS))
 
 
 def _health(error_rate: float, latency_ms: float, baseline_ms: float) -> Health:
