@@ -56,7 +56,7 @@ LATENCY_MARGIN_MS = 100.0
 MAX_DRAWS = 200
 SETTLE_AFTER = 4
 DRAWS_PER_TOPOLOGY = 3
-INTENSITY_TRIES = 4
+INTENSITY_TRIES = 3
 
 
 class Knobs(Struct, frozen=True, forbid_unknown_fields=True):

@@ -235,12 +235,14 @@ class World:
             if strength > 0.0:
                 live.setdefault(run.spec.service, []).append((run.kind, strength))
         healthy_latency = self._healthy_latency
+        restarting = {name for name, steps in self._restarts.items() if step in steps}
+        capacities = self._capacity
         states: dict[str, ServiceState] = {}
         for name, profile, deps in self._order:
             latency, cpu, memory = profile.latency_ms, profile.cpu_pct, profile.memory_pct
             own_error = silent_failure = strength_total = 0.0
             health: Health | None = None
-            for kind, strength in live.get(name, ()):
+            for kind, strength in live.get(name, ()) if live else ():
                 strength_total += strength
                 own_error = 1.0 - (1.0 - own_error) * (1.0 - kind.error_rate * strength)
                 silent_failure += kind.caller_failure * strength
@@ -250,9 +252,9 @@ class World:
                 if kind.memory_pct is not None:
                     memory += (kind.memory_pct - memory) * strength
                 health = kind.health if strength >= 0.5 else "degraded"
-            if step in self._restarts.get(name, ()):
+            if restarting and name in restarting:
                 own_error = 1.0 - (1.0 - own_error) * (1.0 - RESTART_DISRUPTION)
-            capacity = self._capacity.get(name, 1.0)
+            capacity = capacities.get(name, 1.0) if capacities else 1.0
             if capacity != 1.0:
                 cpu = profile.cpu_pct + (cpu - profile.cpu_pct) / capacity
             failing: list[tuple[str, float]] = []
