@@ -69,3 +69,16 @@ def test_task_table_matches_registry(task: Task) -> None:
     first, last = task.incidents[0], task.incidents[-1]
     assert f"| `{task.id}` | {task.max_steps} | `{first}` … `{last}` |" in README
     assert len(task.incidents) == 5
+
+
+def test_task_counts_match_the_registry() -> None:
+    from service_incident.dataset import EVAL_INCIDENTS
+    from service_incident.generator import PRESETS
+
+    suites = {suite: [t for t in TASKS.values() if t.suite == suite] for suite in {t.suite for t in TASKS.values()}}
+    curated_other = sum(len(t.incidents) for suite in ("response", "rca") for t in suites[suite])
+    triage = sum(len(t.incidents) for t in suites["triage"])
+    assert f"- {len(TASKS)} tasks: the triage suite ({triage} curated" in README
+    assert "four generated difficulties" in README and len(PRESETS) == 4
+    assert f"{EVAL_INCIDENTS * len(PRESETS)} frozen evaluation incidents" in README
+    assert f"({curated_other} curated scenarios of the two other systems" in README
