@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.models import Action, InvalidAction, InvalidReset, Observation, parse_action, schemas
 from service_incident.tasks import catalogue
 
@@ -156,22 +157,24 @@ class HttpApi:
         return self._observation(episode_id, env.step(action))
 
     async def state(self, request: Request) -> Response:
-        wanted = request.query_params.get("episode_id") or request.headers.get(EPISODE_HEADER)
         try:
-            episode_id, env = self.episodes.get(wanted)
+            episode_id, env = self._named(request)
         except UnknownEpisode as exc:
             return _json(Failure(str(exc)), 404)
         return _json(env.state, episode_id=episode_id)
 
     async def grade(self, request: Request) -> Response:
         """The episode's score and breakdown: null until it has ended, so it is no scoring oracle."""
-        wanted = request.query_params.get("episode_id") or request.headers.get(EPISODE_HEADER)
         try:
-            episode_id, env = self.episodes.get(wanted)
+            episode_id, env = self._named(request)
         except UnknownEpisode as exc:
             return _json(Failure(str(exc)), 404)
         score, breakdown = env.grade()
         return _json(Grade(episode_id=episode_id, done=env.state.done, score=score, breakdown=breakdown))
+
+    def _named(self, request: Request) -> tuple[str | None, ServiceIncidentEnvironment]:
+        """The episode a GET names (query or header), else the most recent one."""
+        return self.episodes.get(request.query_params.get("episode_id") or request.headers.get(EPISODE_HEADER))
 
     async def health(self, request: Request) -> Response:
         sessions = self.sessions
