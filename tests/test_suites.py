@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from service_incident import scoring
 from service_incident.agents import ExpertAgent
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.exploits import EXPLOITS, applies, curated, play
@@ -122,3 +123,21 @@ def test_a_disallowed_action_costs_a_step_and_says_why() -> None:
     rca.reset(task_id="rca_01", seed=0)
     final = rca.step(DeclareRootCauses(targets=["auth-service"]))
     assert final.done and final.breakdown and final.breakdown["root_cause"] == 0.4
+
+
+def test_remedy_and_resolve_rows_of_the_reward_table() -> None:
+    env = ServiceIncidentEnvironment()
+    env.reset(task_id="easy_incident_triage", seed=0, incident_id="easy_001")
+    healed = env.step(parse_action({"action": "rollback", "target": "payment-service", "rationale": "deploy"}))
+    assert healed.reward == scoring.REMEDY_HEALS
+    wrong = env.step(parse_action({"action": "restart", "target": "postgres-db", "rationale": "db"}))
+    assert wrong.reward == scoring.REMEDY_WRONG
+    watch = env.step(InspectLogs(target="api-gateway", rationale="watch"))
+    restored = env.step(Resolve(target="payment-service", rationale="recovered"))
+    # The last step settles the information reward paid on the way (here, at most the watch's).
+    assert restored.reward == pytest.approx(scoring.RESOLVE_RESTORED - (watch.reward or 0.0))
+
+    early = ServiceIncidentEnvironment()
+    early.reset(task_id="easy_incident_triage", seed=0, incident_id="easy_001")
+    premature = early.step(Resolve(target="payment-service", rationale="hope"))
+    assert premature.reward == scoring.RESOLVE_PREMATURE
