@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import random
-import re
 from collections import Counter
 from typing import Protocol
 
@@ -34,10 +33,9 @@ from .models import (
     Rollback,
     ScaleUp,
 )
-from .telemetry import ANOMALY_LEVELS, parse_time
+from .telemetry import ANOMALY_LEVELS, UPSTREAM, level, parse_time
 from .world import rubric
 
-_BLAME = re.compile(r"\bupstream=([\w.-]+)")
 # A page older than this was firing before the incident and is not part of it.
 STALE_ALERT_S = 3600
 _DATASTORES = frozenset({"database", "queue"})
@@ -58,9 +56,9 @@ def read_log(text: str) -> tuple[bool, Counter[str]]:
     """
     own, blames = False, Counter[str]()
     for line in filter(_flagged, text.splitlines()):
-        blamed = _BLAME.search(line)
+        blamed = UPSTREAM.search(line)
         if blamed:
-            blames[blamed.group(1)] += 0.25 if line.split(maxsplit=4)[3] == "WARN" else 1.0
+            blames[blamed.group(1)] += 0.25 if level(line) == "WARN" else 1.0
         else:
             own = True
     return own, blames
@@ -336,9 +334,9 @@ class StructuredInvestigator:
         while service in observation.visible_logs and service not in chain:
             chain.append(service)
             flagged = [line for line in observation.visible_logs[service].splitlines() if _flagged(line)]
-            if any(_BLAME.search(line) is None for line in flagged):
+            if any(UPSTREAM.search(line) is None for line in flagged):
                 break
-            blamed = next((match.group(1) for line in flagged if (match := _BLAME.search(line))), None)
+            blamed = next((match.group(1) for line in flagged if (match := UPSTREAM.search(line))), None)
             if blamed is None:
                 break
             service = blamed
@@ -362,8 +360,7 @@ class StructuredInvestigator:
 
 def _flagged(line: str) -> bool:
     """Whether a log line is at WARN or above."""
-    fields = line.split(maxsplit=4)
-    return len(fields) > 3 and fields[3] in ANOMALY_LEVELS
+    return level(line) in ANOMALY_LEVELS
 
 
 class AgentFactory(Protocol):

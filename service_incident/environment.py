@@ -43,7 +43,6 @@ _VIEWS = {
     InspectDeploys: "deploys",
     RunDbQuery: "database diagnostics",
 }
-_REMEDIES = {"restart": "restart", "rollback": "rollback", "scale_up": "scale_up", "escalate": "escalate"}
 _DONE_REMEDY = {
     "restart": "Restarted {t}: its processes were replaced.",
     "rollback": "Rolled {t} back to its previous release.",
@@ -151,7 +150,8 @@ class ServiceIncidentEnvironment:
         elif isinstance(action, INSPECTIONS):
             reward, message, error = self._inspect(episode, action)
         elif isinstance(action, REMEDIATIONS):
-            outcome = episode.world.remediate(_REMEDIES[name], action.target)
+            # A remediation action's tag is the remedy it applies.
+            outcome = episode.world.remediate(name, action.target)
             reward = scoring.remedy_reward(outcome)
             if outcome != "heals":
                 episode.ledger.waste += 1

@@ -47,11 +47,9 @@ def parse_time(stamp: str) -> datetime:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
-def format_time(moment: datetime, millis: bool = False) -> str:
-    stamp = (
-        f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}"
-    )
-    return f"{stamp}.{moment.microsecond // 1000:03d}Z" if millis else f"{stamp}Z"
+def format_time(moment: datetime) -> str:
+    date = f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
+    return f"{date}T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}Z"
 
 
 def clock(world: World, step: int) -> datetime:
@@ -341,7 +339,7 @@ class Telemetry:
         return alerts
 
     def logs_anomalous(self, text: str) -> bool:
-        return any(_level(line) in ANOMALY_LEVELS for line in text.splitlines())
+        return any(level(line) in ANOMALY_LEVELS for line in text.splitlines())
 
     def deploys_recent(self, text: str, step: int) -> bool:
         """Whether any change shipped within RECENT_CHANGE_H hours of now."""
@@ -361,8 +359,8 @@ class Telemetry:
         """A neutral digest of what a view showed: counts and values, never a conclusion."""
         if view == "logs":
             lines = text.splitlines()
-            loud = [line for line in lines if _level(line) in ANOMALY_LEVELS]
-            named = sorted({m.group(1) for line in loud if (m := _UPSTREAM.search(line))})
+            loud = [line for line in lines if level(line) in ANOMALY_LEVELS]
+            named = sorted({m.group(1) for line in loud if (m := UPSTREAM.search(line))})
             blamed = f"; upstreams named in those lines: {', '.join(named)}" if named else ""
             return f"{len(lines)} lines in the last {LOG_WINDOW_S} s, {len(loud)} at WARN or above{blamed}"
         if view == "metrics":
@@ -430,10 +428,11 @@ _ALERT_TEXT = {
     "cpu_pct": "CPU {value:.0f}% for 10m, peak {peak:.0f}%",
     "memory_pct": "memory {value:.0f}% of limit, peak {peak:.0f}%",
 }
-_UPSTREAM = re.compile(r"\bupstream=([\w.-]+)")
+UPSTREAM = re.compile(r"\bupstream=([\w.-]+)")
 
 
-def _level(line: str) -> str:
+def level(line: str) -> str:
+    """The level word of a rendered log line (INFO, WARN, ERROR, CRIT), or "" for a line without one."""
     fields = line.split(maxsplit=4)
     return fields[3] if len(fields) > 3 else ""
 
