@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from service_incident import dataset
-from service_incident.solvability import solvability_table
+from service_incident.harness.solvability import solvability_table
 
 EVAL_PATH = Path(__file__).resolve().parent / "service_incident" / "incidents" / dataset.EVAL_FILE
 

@@ -18,9 +18,9 @@ from typing import IO
 
 import anyio
 
-from service_incident import report
-from service_incident.agents import REFERENCE_AGENTS
-from service_incident.evaluation import (
+from service_incident.harness import report
+from service_incident.harness.agents import REFERENCE_AGENTS
+from service_incident.harness.evaluation import (
     BENCHMARK,
     DEFAULT_CONCURRENCY,
     EpisodeRecord,
@@ -33,7 +33,7 @@ from service_incident.evaluation import (
     server,
     transcript,
 )
-from service_incident.llm import DEFAULT_API_BASE_URL, DEFAULT_MODEL, LLMAgent, LLMSettings, MissingApiKey
+from service_incident.harness.llm import DEFAULT_API_BASE_URL, DEFAULT_MODEL, LLMAgent, LLMSettings, MissingApiKey
 from service_incident.tasks import TASKS, Task
 
 LLM = "llm"

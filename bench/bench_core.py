@@ -11,9 +11,9 @@ import argparse
 import statistics
 import time
 
-from service_incident.agents import ExpertAgent
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.generator import MAX_SERVICES
+from service_incident.harness.agents import ExpertAgent
 from service_incident.tasks import TASKS
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from service_incident import docs, scoring, world
+from service_incident import scoring, world
+from service_incident.harness import docs
 from service_incident.tasks import TASKS, Task
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
@@ -52,7 +53,7 @@ def test_score_formula_matches_constants() -> None:
 @pytest.mark.parametrize("name", list(docs.TABLES))
 def test_generated_tables_are_current(name: str) -> None:
     assert f"<!-- table:{name} -->\n{docs.TABLES[name]()}\n<!-- /table -->" in README, (
-        "run `python -m service_incident.docs README.md`"
+        "run `python -m service_incident.harness.docs README.md`"
     )
 
 

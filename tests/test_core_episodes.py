@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from service_incident.agents import Agent, ExpertAgent, LoudestSignalAgent
 from service_incident.environment import ServiceIncidentEnvironment
+from service_incident.harness.agents import Agent, ExpertAgent, LoudestSignalAgent
 from service_incident.models import Action, Declare, InspectLogs, InspectMetrics, Observation
 from service_incident.tasks import TASKS, resolve_incident
 from service_incident.world import World

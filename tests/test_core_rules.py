@@ -147,7 +147,7 @@ def _answers() -> set[str]:
 
 @pytest.mark.parametrize("task_id", list(TASKS))
 def test_no_ground_truth_in_observations_state_or_catalogue(task_id: str) -> None:
-    from service_incident.agents import ExpertAgent
+    from service_incident.harness.agents import ExpertAgent
 
     for incident_id in TASKS[task_id].incidents:
         env = ServiceIncidentEnvironment()

@@ -10,13 +10,13 @@ import msgspec
 import pytest
 
 from service_incident import dataset, scoring
-from service_incident.agents import ExpertAgent, LoudestSignalAgent
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.faults import FAULTS
 from service_incident.generator import MAX_SERVICES, MIN_SERVICES, PRESETS, Knobs, generate
+from service_incident.harness.agents import ExpertAgent, LoudestSignalAgent
+from service_incident.harness.solvability import accuracy
 from service_incident.incidents import Incident
 from service_incident.models import parse_action
-from service_incident.solvability import accuracy
 from service_incident.tasks import TASKS, resolve_incident
 from service_incident.telemetry import Telemetry
 from service_incident.world import P1_ERROR_RATE, World

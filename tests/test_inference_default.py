@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from inference_support import parse_transcript, run_inference
 
-from service_incident.evaluation import decode
+from service_incident.harness.evaluation import decode
 from service_incident.tasks import TASKS
 
 # The README promises the default run finishes in under two minutes on 2 cores.

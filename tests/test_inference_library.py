@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from openai.types.chat import ChatCompletionMessage
 
-from service_incident import report
-from service_incident.agents import REFERENCE_AGENTS
-from service_incident.evaluation import (
+from service_incident.harness import report
+from service_incident.harness.agents import REFERENCE_AGENTS
+from service_incident.harness.evaluation import (
     MAX_UNUSABLE_REPLIES,
     EpisodeRecord,
     EpisodeSpec,
@@ -21,7 +21,7 @@ from service_incident.evaluation import (
     reference_policy,
     transcript,
 )
-from service_incident.llm import InvalidReply, LLMSettings, MissingApiKey, parse_reply
+from service_incident.harness.llm import InvalidReply, LLMSettings, MissingApiKey, parse_reply
 from service_incident.models import Declare, DeclareRootCauses, InspectLogs, Observation
 from service_incident.tasks import TASKS
 

@@ -18,8 +18,8 @@ from inference_support import (
     tool_call,
 )
 
-from service_incident.evaluation import decode
-from service_incident.llm import MAX_RETRIES
+from service_incident.harness.evaluation import decode
+from service_incident.harness.llm import MAX_RETRIES
 from service_incident.tasks import TASKS
 
 EASY = TASKS["easy"].incidents

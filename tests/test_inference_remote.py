@@ -7,7 +7,7 @@ from pathlib import Path
 from inference_support import parse_transcript, run_inference
 
 from service_incident.client import LocalServer
-from service_incident.evaluation import decode
+from service_incident.harness.evaluation import decode
 from service_incident.tasks import TASKS
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from service_incident import scoring
-from service_incident.agents import ExpertAgent
 from service_incident.environment import ServiceIncidentEnvironment
-from service_incident.exploits import EXPLOITS, applies, curated, play
 from service_incident.faults import FAULTS
+from service_incident.harness.agents import ExpertAgent
+from service_incident.harness.exploits import EXPLOITS, applies, curated, play
 from service_incident.models import Declare, DeclareRootCauses, InspectLogs, Resolve, parse_action
 from service_incident.tasks import RCA_IDS, TASKS, resolve_incident
 from service_incident.world import World

@@ -253,7 +253,7 @@ def test_a_person_plays_a_triage_incident_to_the_end_by_clicking(page: Any, serv
 
 def results(base_url: str, task_ids: tuple[str, ...]) -> list[Any]:
     """Episode records of the expert agent, played over the real server by the evaluation code."""
-    from service_incident.evaluation import evaluate, plan, reference_policy
+    from service_incident.harness.evaluation import evaluate, plan, reference_policy
 
     specs = plan([TASKS[task_id] for task_id in task_ids], episodes=1)
 
@@ -265,7 +265,7 @@ def results(base_url: str, task_ids: tuple[str, ...]) -> list[Any]:
 
 def write_results(path: Path, records: list[Any]) -> Path:
     """The file inference.py writes: one encoded record a line, which `decode` reads back."""
-    from service_incident.evaluation import decode, encode
+    from service_incident.harness.evaluation import decode, encode
 
     path.write_bytes(b"".join(encode(record) for record in records))
     assert [r.name for r in decode(path.read_bytes())] == [r.name for r in records]

@@ -10,9 +10,9 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from service_incident import report
 from service_incident.environment import ServiceIncidentEnvironment
-from service_incident.evaluation import EpisodeRecord, decode, encode
+from service_incident.harness import report
+from service_incident.harness.evaluation import EpisodeRecord, decode, encode
 from service_incident.server.webui import WEB_DIR
 
 ASSETS = {"index.html": "text/html", "app.js": "text/javascript", "style.css": "text/css"}

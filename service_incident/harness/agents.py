@@ -19,7 +19,7 @@ from typing import Protocol
 
 from msgspec import Struct
 
-from .models import (
+from ..models import (
     Action,
     Declare,
     DeclareRootCauses,
@@ -33,8 +33,8 @@ from .models import (
     Rollback,
     ScaleUp,
 )
-from .telemetry import ANOMALY_LEVELS, UPSTREAM, level, parse_time
-from .world import rubric
+from ..telemetry import ANOMALY_LEVELS, UPSTREAM, level, parse_time
+from ..world import rubric
 
 # A page older than this was firing before the incident and is not part of it.
 STALE_ALERT_S = 3600

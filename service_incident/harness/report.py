@@ -13,8 +13,8 @@ from urllib.parse import urlencode
 
 from msgspec import Struct
 
+from ..tasks import TASKS
 from .evaluation import EpisodeRecord
-from .tasks import TASKS
 
 # Student's t 97.5% quantile: exact for 1 and 2 degrees of freedom, where the expansion below is
 # poor; from 3 on, the Cornish-Fisher expansion around the normal quantile is within 0.004.

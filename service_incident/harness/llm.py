@@ -20,10 +20,10 @@ import anyio
 import msgspec
 from msgspec import Struct
 
+from ..models import ACTION_TYPES, Action, InvalidAction, Observation, parse_action
+from ..tasks import TASKS
+from ..world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS
 from .evaluation import EpisodeSpec, Policy, Turn
-from .models import ACTION_TYPES, Action, InvalidAction, Observation, parse_action
-from .tasks import TASKS
-from .world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessage, ChatCompletionMessageParam

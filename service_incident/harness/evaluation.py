@@ -1,6 +1,6 @@
 """Evaluate any agent on the benchmark: episodes run concurrently over the real WebSocket client.
 
-    from service_incident.evaluation import evaluate, plan
+    from service_incident.harness.evaluation import evaluate, plan
     from service_incident.tasks import TASKS
 
     async def my_policy(observation):                  # any async callable: observation -> Action
@@ -29,10 +29,10 @@ from msgspec import Struct
 
 from service_incident.client import LocalServer, ServiceIncidentEnv
 
+from ..models import Action, Observation, action_name
+from ..scoring import SCORE_FLOOR
+from ..tasks import Task
 from .agents import REFERENCE_AGENTS, Agent
-from .models import Action, Observation, action_name
-from .scoring import SCORE_FLOOR
-from .tasks import Task
 
 BENCHMARK = "service_incident"
 SUCCESS_SCORE = 0.5

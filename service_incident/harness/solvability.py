@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..environment import ServiceIncidentEnvironment
+from ..generator import PRESETS
+from ..models import Declare
 from .agents import Agent, ExpertAgent, LoudestSignalAgent
-from .environment import ServiceIncidentEnvironment
-from .generator import PRESETS
-from .models import Declare
 
 
 def grade(make_agent: Callable[[], Agent], task_id: str, seed: int) -> tuple[bool, bool, float]:

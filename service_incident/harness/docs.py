@@ -1,6 +1,6 @@
 """Tables README shows, rendered from the definitions themselves; a test keeps README equal to them.
 
-    python -m service_incident.docs README.md    # rewrite every <!-- table:NAME --> block in place
+    python -m service_incident.harness.docs README.md    # rewrite every <!-- table:NAME --> block in place
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import re
 import sys
 from pathlib import Path
 
-from . import scoring
-from .faults import APP_KINDS, FAULTS
-from .generator import PRESETS
-from .tasks import GENERATED_BUDGETS
+from .. import scoring
+from ..faults import APP_KINDS, FAULTS
+from ..generator import PRESETS
+from ..tasks import GENERATED_BUDGETS
 
 
 def fault_table() -> str:
