@@ -12,12 +12,20 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from service_incident.environment import ServiceIncidentEnvironment
-from service_incident.models import Action, InvalidAction, InvalidReset, Observation, parse_action, schemas
+from service_incident.models import (
+    Action,
+    InvalidAction,
+    InvalidReset,
+    Observation,
+    ResetRequest,
+    parse_action,
+    schemas,
+)
 from service_incident.tasks import catalogue
 
 from . import mcp
 from .http_episodes import EpisodeStore, UnknownEpisode
-from .protocol import ErrorDetail, ProtocolError, ResetRequest, encode, http_step_payload, invalid
+from .protocol import ErrorDetail, ProtocolError, encode, http_step_payload, invalid
 from .sessions import SessionRegistry
 
 EPISODE_HEADER = "Episode-Id"

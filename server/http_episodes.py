@@ -12,10 +12,10 @@ import time
 import uuid
 from collections import OrderedDict
 
-from service_incident.environment import ServiceIncidentEnvironment
-from service_incident.models import Observation
+import msgspec
 
-from .protocol import ResetRequest
+from service_incident.environment import ServiceIncidentEnvironment
+from service_incident.models import Observation, ResetRequest
 
 
 class UnknownEpisode(LookupError):
@@ -44,9 +44,7 @@ class EpisodeStore:
         """Start an episode (InvalidReset propagates) and keep it; an existing id is restarted."""
         episode_id = request.episode_id or str(uuid.uuid4())
         env = ServiceIncidentEnvironment()
-        observation = env.reset(
-            task_id=request.task_id, seed=request.seed, incident_id=request.incident_id, episode_id=episode_id
-        )
+        observation = env.reset(**msgspec.structs.asdict(msgspec.structs.replace(request, episode_id=episode_id)))
         self._drop(episode_id)
         self._entries[episode_id] = _Entry(env)
         self._latest = episode_id

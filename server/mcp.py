@@ -15,10 +15,10 @@ import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
 from service_incident.environment import ServiceIncidentEnvironment
-from service_incident.models import ACTION_TYPES, InvalidAction, InvalidReset, parse_action
+from service_incident.models import ACTION_TYPES, InvalidAction, InvalidReset, ResetRequest, parse_action
 
 from .http_episodes import EpisodeStore, UnknownEpisode
-from .protocol import ResetRequest, encode, step_payload
+from .protocol import encode, step_payload
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600

@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from service_incident.models import Action, State
+from service_incident.models import Action, ResetRequest, State
 from service_incident.tasks import Task
 
 from .http_api import (
@@ -21,7 +21,7 @@ from .http_api import (
     ValidationFailure,
 )
 from .mcp import RpcRequest, RpcResponse
-from .protocol import HttpStepPayload, ResetRequest
+from .protocol import HttpStepPayload
 
 API_VERSION = "1.0.0"
 

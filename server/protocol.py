@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Any, get_args
+from typing import Any, get_args
 
 import msgspec
-from msgspec import Meta, Raw, Struct
+from msgspec import Raw, Struct
 
-from service_incident.models import Observation, State
+from service_incident.models import Observation, ResetRequest, State
 
 
 class ErrorCode(StrEnum):
@@ -33,15 +33,6 @@ FATAL_CODES = frozenset({ErrorCode.CAPACITY_REACHED, ErrorCode.FACTORY_ERROR, Er
 
 
 # --- client -> server ---------------------------------------------------------------------------
-
-
-class ResetRequest(Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
-    """Arguments of `reset`; a misspelt key is an error rather than silently ignored."""
-
-    task_id: str | None = None
-    seed: int | None = None
-    incident_id: str | None = None
-    episode_id: Annotated[str, Meta(min_length=1, max_length=255)] | None = None
 
 
 class _Message(Struct, tag_field="type", forbid_unknown_fields=True):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 import anyio
+import msgspec
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from service_incident.models import InvalidAction, InvalidReset, parse_action
@@ -88,12 +89,7 @@ def answer(session: Session, text: str) -> str | None:
                 return protocol.observation_text(env.step(action))
             case protocol.ResetMessage(data=request):
                 try:
-                    observation = env.reset(
-                        task_id=request.task_id,
-                        seed=request.seed,
-                        incident_id=request.incident_id,
-                        episode_id=request.episode_id,
-                    )
+                    observation = env.reset(**msgspec.structs.asdict(request))
                 except InvalidReset as exc:
                     raise protocol.invalid("Invalid reset", str(exc)) from None
                 return protocol.observation_text(observation)

@@ -24,6 +24,7 @@ from .models import (
     Metrics,
     Observation,
     Resolve,
+    RewardMode,
     RunDbQuery,
     ServiceCard,
     State,
@@ -90,10 +91,12 @@ class ServiceIncidentEnvironment:
 
     def reset(
         self,
+        *,
         task_id: str | None = None,
         seed: int | None = None,
         incident_id: str | None = None,
         episode_id: str | None = None,
+        reward_mode: RewardMode = "final",
     ) -> Observation:
         """Start an episode. Same task, seed and incident give a byte-identical episode."""
         task = self._task(task_id, incident_id)

@@ -218,6 +218,23 @@ class State(Struct, kw_only=True):
     done: bool = False
 
 
+RewardMode = Literal["final", "dense"]
+
+
+class ResetRequest(Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """Arguments of `reset`, for every caller (environment, wire, HTTP, client, evaluation).
+
+    A misspelt key is an error rather than silently ignored. `reward_mode` "final" pays nothing until
+    the last step, which carries the whole return (evaluation); "dense" adds per-step shaping (training).
+    """
+
+    task_id: str | None = None
+    seed: int | None = None
+    incident_id: str | None = None
+    episode_id: Annotated[str, Meta(min_length=1, max_length=255)] | None = None
+    reward_mode: RewardMode = "final"
+
+
 class InvalidAction(ValueError):
     """An action that does not match the schema; the message says what is wrong and where."""
 
