@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from service_incident import scoring, world
-from service_incident.harness import docs
+from service_incident.harness import tables
 from service_incident.tasks import TASKS, Task
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
@@ -50,9 +50,9 @@ def test_score_formula_matches_constants() -> None:
     assert f"cites at least {scoring.RATIONALE_CITES} facts" in README
 
 
-@pytest.mark.parametrize("name", list(docs.TABLES))
+@pytest.mark.parametrize("name", list(tables.TABLES))
 def test_generated_tables_are_current(name: str) -> None:
-    assert f"<!-- table:{name} -->\n{docs.TABLES[name]()}\n<!-- /table -->" in README, (
+    assert f"<!-- table:{name} -->\n{tables.TABLES[name]()}\n<!-- /table -->" in README, (
         "run `python -m service_incident.harness.docs README.md`"
     )
 
