@@ -25,6 +25,7 @@ from starlette.staticfiles import StaticFiles
 
 from .http_api import JSON, HttpApi
 from .http_episodes import EpisodeStore
+from .mcp import McpEndpoint
 from .openapi import openapi_document
 from .protocol import encode
 from .sessions import SessionRegistry
@@ -41,6 +42,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings.load()
     registry = SessionRegistry(settings.max_concurrent_envs, settings.session_idle_timeout_s)
     episodes = EpisodeStore(settings.http_max_episodes, settings.http_episode_idle_timeout_s)
+    mcp = McpEndpoint(episodes, settings.http_max_episodes, settings.http_episode_idle_timeout_s)
     interval = min(settings.session_idle_timeout_s, settings.http_episode_idle_timeout_s) / 4
     interval = min(max(interval, _REAP_MIN_S), _REAP_MAX_S)
 
@@ -53,7 +55,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with anyio.create_task_group() as tasks:
+        async with mcp.running(), anyio.create_task_group() as tasks:
             tasks.start_soon(reap_forever)
             yield
             tasks.cancel_scope.cancel()
@@ -66,6 +68,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     routes: list[BaseRoute] = [
         WebSocketRoute("/ws", SessionEndpoint(registry).serve),
         Route("/openapi.json", openapi_json, methods=["GET"]),
+        Route("/mcp", mcp),
         *HttpApi(episodes, registry).routes(),
         *WebUI().routes(),
     ]

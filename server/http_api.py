@@ -23,7 +23,6 @@ from service_incident.models import (
 )
 from service_incident.tasks import catalogue
 
-from . import mcp
 from .http_episodes import EpisodeStore, UnknownEpisode
 from .protocol import ErrorDetail, ProtocolError, encode, http_step_payload, invalid
 from .sessions import SessionRegistry
@@ -133,7 +132,6 @@ class HttpApi:
             Route("/schema", self.schema, methods=["GET"]),
             Route("/tasks", self.tasks, methods=["GET"]),
             Route("/grade", self.grade, methods=["GET"]),
-            Route("/mcp", self.mcp, methods=["POST"]),
         ]
 
     async def reset(self, request: Request) -> Response:
@@ -196,14 +194,6 @@ class HttpApi:
 
     async def tasks(self, request: Request) -> Response:
         return Response(self._tasks, media_type=JSON)
-
-    async def mcp(self, request: Request) -> Response:
-        # Always HTTP 200: JSON-RPC carries its own errors, and OpenEnv's validator expects exactly that.
-        try:
-            call = msgspec.json.decode(await request.body())
-        except msgspec.DecodeError as exc:
-            return _json(mcp.parse_error(str(exc)))
-        return _json(mcp.handle(call, lambda session_id: self.episodes.get(session_id)[1], self.episodes))
 
     def _observation(self, episode_id: str | None, observation: Observation) -> Response:
         return _json(http_step_payload(observation, episode_id), episode_id=episode_id)
