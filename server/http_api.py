@@ -78,7 +78,7 @@ class EnvironmentMetadata(Struct):
 
 
 def environment_metadata() -> EnvironmentMetadata:
-    dist = importlib.metadata.metadata("service-incident")
+    dist = importlib.metadata.metadata("openenv-service-incident")
     return EnvironmentMetadata("service_incident", dist["Summary"], version=dist["Version"])
 
 

@@ -342,7 +342,7 @@ class McpEndpoint:
 
 
 def _version() -> str:
-    return importlib.metadata.version("service-incident")
+    return importlib.metadata.version("openenv-service-incident")
 
 
 def _mcp_error(code: int, message: str) -> Exception:
