@@ -38,9 +38,9 @@ except ImportError:  # the `mcp` extra is not installed: OpenEnv's dialect only
     sdk = None
 
 from service_incident.environment import ServiceIncidentEnvironment
-from service_incident.integrations import text
+from service_incident.integrations.text import TextEpisode
 from service_incident.integrations.tools import ACTION_TOOLS, RESET_TOOL, TOOLS_BY_NAME, ToolSpec
-from service_incident.models import InvalidAction, InvalidReset, Observation, ResetRequest, parse_action
+from service_incident.models import InvalidAction, InvalidReset, ResetRequest, parse_action
 
 from .http_episodes import EpisodeStore, UnknownEpisode
 from .protocol import encode, step_payload
@@ -169,25 +169,12 @@ def _call_tool(params: dict[str, Any], env_for: EnvResolver) -> dict[str, Any]:
 # --- MCP proper, through the official SDK ---------------------------------------------------------
 
 
-class _Episode:
-    __slots__ = ("env", "last", "last_active")
+class _Entry:
+    __slots__ = ("episode", "last_active")
 
     def __init__(self) -> None:
-        self.env = ServiceIncidentEnvironment()
-        self.last: Observation | None = None
+        self.episode = TextEpisode()
         self.last_active = time.monotonic()
-
-    def reset(self, arguments: dict[str, Any]) -> Observation:
-        """Raises msgspec.ValidationError or InvalidReset on bad arguments."""
-        request = msgspec.convert(arguments, ResetRequest)
-        self.last = self.env.reset(**msgspec.structs.asdict(request))
-        return self.last
-
-    def step(self, name: str, arguments: dict[str, Any]) -> tuple[str, Observation]:
-        """What the action revealed, and the observation after it. Raises InvalidAction."""
-        before, after = self.last, self.env.step(parse_action({**arguments, "action": name}))
-        self.last = after
-        return (text.page(after) if before is None else text.revealed(before, after)), after
 
 
 class McpEpisodes:
@@ -197,26 +184,26 @@ class McpEpisodes:
     def __init__(self, max_episodes: int, idle_timeout_s: float) -> None:
         self.max_episodes = max_episodes
         self.idle_timeout_s = idle_timeout_s
-        self._episodes: OrderedDict[str, _Episode] = OrderedDict()
+        self._episodes: OrderedDict[str, _Entry] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._episodes)
 
-    def of(self, session_id: str) -> _Episode:
-        episode = self._episodes.get(session_id)
-        if episode is None:
+    def of(self, session_id: str) -> TextEpisode:
+        entry = self._episodes.get(session_id)
+        if entry is None:
             self.expire(time.monotonic())
-            episode = self._episodes[session_id] = _Episode()
+            entry = self._episodes[session_id] = _Entry()
             while len(self._episodes) > self.max_episodes:
                 self.close(next(iter(self._episodes)))
-        episode.last_active = time.monotonic()
+        entry.last_active = time.monotonic()
         self._episodes.move_to_end(session_id)
-        return episode
+        return entry.episode
 
     def close(self, session_id: str) -> None:
-        episode = self._episodes.pop(session_id, None)
-        if episode is not None:
-            episode.env.close()
+        entry = self._episodes.pop(session_id, None)
+        if entry is not None:
+            entry.episode.env.close()
 
     def expire(self, now: float) -> None:
         deadline = now - self.idle_timeout_s
@@ -327,13 +314,17 @@ class McpEndpoint:
         arguments = dict(params.arguments or {})
         try:
             if params.name == RESET_TOOL.name:
-                observation = episode.reset(arguments)
-                shown = text.page(observation)
+                if "episode_id" in arguments:
+                    raise InvalidReset("the session owns its episode: episode_id is not an argument of reset")
+                request = msgspec.convert(arguments, ResetRequest)
+                shown = episode.reset(**msgspec.structs.asdict(request))
             else:
-                shown, observation = episode.step(params.name, arguments)
+                shown = episode.step(parse_action({**arguments, "action": params.name}))
         except (msgspec.ValidationError, InvalidReset, InvalidAction) as exc:
             # A tool's input error goes back to the model as a failed result, so it can correct itself.
             return sdk.CallToolResult(content=[sdk.TextContent(text=str(exc))], is_error=True)
+        observation = episode.observation
+        assert observation is not None
         return sdk.CallToolResult(
             content=[sdk.TextContent(text=shown)],
             structured_content=msgspec.to_builtins(step_payload(observation)),

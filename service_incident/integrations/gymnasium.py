@@ -24,10 +24,11 @@ import gymnasium
 import msgspec
 from gymnasium import spaces
 
-from service_incident.environment import MAX_SEED, ServiceIncidentEnvironment
-from service_incident.models import InvalidAction, InvalidReset, Observation, ResetRequest, parse_action
+from service_incident.environment import MAX_SEED
+from service_incident.models import InvalidAction, InvalidReset, ResetRequest, parse_action
 
 from . import text
+from .text import TextEpisode
 
 ENV_ID = "ServiceIncident-v0"
 # The longest page of a long expert episode is about 20k characters; the bound leaves room for more.
@@ -59,8 +60,7 @@ class ServiceIncidentGymEnv(gymnasium.Env[str, str]):
         self.defaults = {"task_id": task_id, "incident_id": incident_id, "reward_mode": reward_mode}
         self.observation_space = spaces.Text(MAX_OBSERVATION_CHARS, min_length=0, charset=CHARSET)
         self.action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset=CHARSET)
-        self._env = ServiceIncidentEnvironment()
-        self._last: Observation | None = None
+        self._episode = TextEpisode()
         self._steps = 0
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
@@ -71,41 +71,42 @@ class ServiceIncidentGymEnv(gymnasium.Env[str, str]):
             # Gymnasium has no episode ids; one derived from the seed keeps the info of a seeded reset reproducible.
             fields = {**self.defaults, **(options or {}), "seed": episode_seed, "episode_id": f"seed-{episode_seed}"}
             request = msgspec.convert(fields, ResetRequest)
-            self._last = self._env.reset(**msgspec.structs.asdict(request))
+            page = self._episode.reset(**msgspec.structs.asdict(request))
         except (msgspec.ValidationError, InvalidReset) as exc:
             raise ValueError(f"invalid reset options: {exc}") from None
         self._steps = 0
-        return self._page(), self._info(text.page(self._last))
+        return self._page(), self._info(page)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        before = self._last
-        if before is None:
+        if self._episode.observation is None:
             raise RuntimeError("call reset before step")
         self._steps += 1
         try:
-            after = self._env.step(parse_action(action))
+            revealed, error = self._episode.step(parse_action(action)), None
         except InvalidAction as exc:
-            truncated = not before.done and self._steps >= before.max_steps
-            return self._page(), 0.0, before.done, truncated, self._info("", error=str(exc))
-        self._last = after
-        info = self._info(text.revealed(before, after), error=after.last_action_error)
-        truncated = not after.done and self._steps >= after.max_steps
-        return self._page(), float(after.reward or 0.0), after.done, truncated, info
+            revealed, error = "", str(exc)
+        observation = self._episode.observation
+        reward = float(observation.reward or 0.0) if error is None else 0.0
+        truncated = not observation.done and self._steps >= observation.max_steps
+        info = self._info(revealed, error or observation.last_action_error)
+        return self._page(), reward, observation.done, truncated, info
 
     def render(self) -> str | None:
-        return self._page() if self.render_mode == "ansi" and self._last is not None else None
+        return self._page() if self.render_mode == "ansi" and self._episode.observation is not None else None
 
     def close(self) -> None:
-        self._env.close()
-        self._last = None
+        self._episode.env.close()
+        self._episode.observation = None
 
     def _page(self) -> str:
-        assert self._last is not None
-        return _ascii(text.page(self._last))[:MAX_OBSERVATION_CHARS]
+        observation = self._episode.observation
+        assert observation is not None
+        return _ascii(text.page(observation))[:MAX_OBSERVATION_CHARS]
 
     def _info(self, revealed: str, error: str | None = None) -> dict[str, Any]:
-        assert self._last is not None
-        return {"revealed": revealed, "error": error, "observation": self._last, "score": self._last.score}
+        observation = self._episode.observation
+        assert observation is not None
+        return {"revealed": revealed, "error": error, "observation": observation, "score": observation.score}
 
 
 if ENV_ID not in gymnasium.registry:

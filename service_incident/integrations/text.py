@@ -11,7 +11,8 @@ from typing import Any
 
 import msgspec
 
-from service_incident.models import Observation
+from service_incident.environment import ServiceIncidentEnvironment
+from service_incident.models import Action, Observation
 
 # Bookkeeping the model does not need to read: the reward travels beside the text, the history is
 # the conversation itself, and the score appears once, at the end.
@@ -90,3 +91,20 @@ def revealed(before: Observation, after: Observation) -> str:
         if value != previous and value not in (None, "", [], {}):
             lines.extend(_field(name, value, previous))
     return "\n".join([*lines, *_status(after)])
+
+
+class TextEpisode:
+    """An environment whose steps read as text: the page after reset, then what each action revealed."""
+
+    def __init__(self) -> None:
+        self.env = ServiceIncidentEnvironment()
+        self.observation: Observation | None = None
+
+    def reset(self, **request: Any) -> str:
+        """`request` as `ServiceIncidentEnvironment.reset` takes it (InvalidReset propagates)."""
+        self.observation = self.env.reset(**request)
+        return page(self.observation)
+
+    def step(self, action: Action) -> str:
+        before, self.observation = self.observation, self.env.step(action)
+        return page(self.observation) if before is None else revealed(before, self.observation)

@@ -20,7 +20,6 @@ from typing import Any
 
 import msgspec
 
-from service_incident.environment import MAX_SEED, ServiceIncidentEnvironment
 from service_incident.models import Observation, RewardMode, parse_action
 from service_incident.tasks import TASKS, find_task
 
@@ -28,6 +27,7 @@ from . import text
 from .prompts import GENERATED_TASKS, instructions
 from .tools import ACTION_TOOLS, ToolSpec, argument_fields
 
+_draw = random.SystemRandom()
 _RETURNS = "What the action revealed: its outcome, new telemetry, the step count, and the score once the episode ends."
 
 
@@ -40,9 +40,13 @@ class IncidentToolEnv:
     reward_mode: RewardMode = "final"
 
     def __init__(self) -> None:
-        self._env = ServiceIncidentEnvironment()
+        self._episode = text.TextEpisode()
         self._mode = self.reward_mode
-        self.observation: Observation | None = None
+
+    @property
+    def observation(self) -> Observation | None:
+        """The latest observation, for reward functions and scripted checks."""
+        return self._episode.observation
 
     def reset(
         self,
@@ -58,14 +62,12 @@ class IncidentToolEnv:
         without a task plays a generated training incident drawn at random.
         """
         if task_id is None and incident_id is None:
-            task_id = random.choice(GENERATED_TASKS)
-            seed = random.randrange(MAX_SEED) if seed is None else seed
+            task_id = _draw.choice(GENERATED_TASKS)
         self._mode = reward_mode or self.reward_mode
-        self.observation = self._env.reset(task_id=task_id, seed=seed, incident_id=incident_id, reward_mode=self._mode)
-        page = text.page(self.observation)
+        page = self._episode.reset(task_id=task_id, seed=seed, incident_id=incident_id, reward_mode=self._mode)
         if "prompt" in row:
             return page
-        task = find_task(self.observation.task_id)
+        task = find_task(self._episode.observation.task_id)
         assert task is not None
         return instructions(task) + page
 
@@ -81,11 +83,7 @@ class IncidentToolEnv:
 
     def _act(self, name: str, arguments: dict[str, Any]) -> str:
         """Raises InvalidAction (a ValueError), which TRL hands back to the model as the tool's error."""
-        action = parse_action({**arguments, "action": name})
-        before = self.observation
-        after = self._env.step(action)
-        self.observation = after
-        return text.page(after) if before is None else text.revealed(before, after)
+        return self._episode.step(parse_action({**arguments, "action": name}))
 
 
 def _docstring(spec: ToolSpec) -> str:
