@@ -101,6 +101,8 @@ def test_whole_episodes_through_the_class_for_each_task_family(task_id: str) -> 
     assert last.done is True and last.score is not None
     assert environment.get_reward() == last.score
     assert episode_reward([environment]) == [last.score]
+    with pytest.raises(ValueError, match="episode is over"):
+        trl_tools(environment)["inspect_logs"](target=last.services[0])
     for tool_text, before, after in zip(texts, seen[:-1], seen[1:], strict=True):
         # Each tool says what its action revealed, far less than the cumulative observation.
         assert tool_text == text.revealed(before, after)

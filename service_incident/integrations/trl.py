@@ -82,7 +82,10 @@ class IncidentToolEnv:
         return float(observation.score) if observation.done and observation.score is not None else 0.0
 
     def _act(self, name: str, arguments: dict[str, Any]) -> str:
-        """Raises InvalidAction (a ValueError), which TRL hands back to the model as the tool's error."""
+        """Raises ValueError (InvalidAction included), which TRL hands back to the model as the tool's
+        error: after the episode's end that error is the signal to stop calling tools."""
+        if self.observation is not None and self.observation.done:
+            raise ValueError("the episode is over: stop calling tools")
         return self._episode.step(parse_action({**arguments, "action": name}))
 
 
