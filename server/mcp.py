@@ -174,29 +174,31 @@ class _Entry:
 
     def __init__(self) -> None:
         self.episode = TextEpisode()
-        self.last_active = time.monotonic()
+        self.last_active = 0.0
 
 
 class McpEpisodes:
     """The episode each MCP session owns: bounded in number (least recently used evicted first) and
     in idle time, like the SDK's sessions themselves."""
 
-    def __init__(self, max_episodes: int, idle_timeout_s: float) -> None:
+    def __init__(self, max_episodes: int, idle_timeout_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.max_episodes = max_episodes
         self.idle_timeout_s = idle_timeout_s
+        self.clock = clock
         self._episodes: OrderedDict[str, _Entry] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._episodes)
 
     def of(self, session_id: str) -> TextEpisode:
+        now = self.clock()
         entry = self._episodes.get(session_id)
         if entry is None:
-            self.expire(time.monotonic())
+            self.expire(now)
             entry = self._episodes[session_id] = _Entry()
             while len(self._episodes) > self.max_episodes:
                 self.close(next(iter(self._episodes)))
-        entry.last_active = time.monotonic()
+        entry.last_active = now
         self._episodes.move_to_end(session_id)
         return entry.episode
 
