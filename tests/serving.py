@@ -1,4 +1,5 @@
-"""Serve any ASGI app with uvicorn on a free 127.0.0.1 port in a background thread, for tests."""
+"""Test helpers: serve any ASGI app with uvicorn on a free 127.0.0.1 port in a background thread; a
+clock the test moves by hand; waiting for a condition without sleeping through a timeout."""
 
 from __future__ import annotations
 
@@ -10,6 +11,30 @@ from contextlib import contextmanager
 from typing import Any
 
 import uvicorn
+
+WAIT_S = 10.0  # how long `eventually` waits before it fails: far longer than anything it waits for
+
+
+class ManualClock:
+    """A monotonic clock that moves only when the test says so, for the server's idle deadlines."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def eventually(condition: Any, what: str) -> None:
+    """Poll `condition()` until it is true (the server's reaper runs every 50 ms in tests)."""
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {WAIT_S:g} s: {what}")
+        time.sleep(0.01)
 
 
 @contextmanager
