@@ -3,15 +3,21 @@ clock the test moves by hand; waiting for a condition without sleeping through a
 
 from __future__ import annotations
 
+import http.client
+import os
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import uvicorn
 
+# The stock OpenEnv side (echo_env.py, serve.py), for the interop tests and the transport benchmark.
+STOCK_DIR = Path(__file__).resolve().parent / "stock"
 WAIT_S = 10.0  # how long `eventually` waits before it fails: far longer than anything it waits for
 
 
@@ -55,3 +61,34 @@ def serving(app: Any, **options: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=10)
         listener.close()
+
+
+@contextmanager
+def process_on_socket(command: list[str], cwd: Path | None = None, env: dict[str, str] | None = None,
+                      ready_path: str | None = "/health") -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """Start `command` (`{fd}` in it replaced) on a fresh loopback socket it inherits; yield its base
+    URL and process once `ready_path` answers 200 (at once if None). Stopped on exit."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=4096)
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    fd = str(listener.fileno())
+    process = subprocess.Popen([part.replace("{fd}", fd) for part in command], cwd=cwd,
+                               env={**os.environ, **(env or {})}, pass_fds=(listener.fileno(),),
+                               stdout=subprocess.DEVNULL)
+    listener.close()
+    try:
+        deadline = time.monotonic() + 60
+        while ready_path is not None:
+            try:
+                connection = http.client.HTTPConnection(url[7:], timeout=1)
+                connection.request("GET", ready_path)
+                if connection.getresponse().status == 200:
+                    break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{command[:3]} did not start")
+            time.sleep(0.1)
+        yield url, process
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
