@@ -9,7 +9,6 @@ from inference_support import (
     USAGE,
     ScriptedOpenAI,
     failure,
-    load_inference,
     no_choices,
     observation_of,
     parse_transcript,
@@ -18,8 +17,9 @@ from inference_support import (
     tool_call,
 )
 
-from service_incident.harness.evaluation import decode
+from service_incident.harness.cli import LLM_CALL_BUDGET
 from service_incident.harness.llm import MAX_RETRIES
+from service_incident.harness.records import decode
 from service_incident.tasks import TASKS
 
 EASY = TASKS["easy"].incidents
@@ -84,9 +84,15 @@ def test_retries_unusable_replies_and_failures_each_episode_gets_its_end(tmp_pat
     per_reply = USAGE["prompt_tokens"] + USAGE["completion_tokens"]
     assert records[EASY[0]].tokens == 3 * per_reply and records[EASY[0]].graded
     assert records[EASY[1]].tokens == 3 * per_reply and "unusable replies" in (records[EASY[1]].error or "")
-    assert "InternalServerError" in (records[EASY[2]].error or "") and records[EASY[2]].tokens == 0
+    assert "InternalServerError (HTTP 503)" in (records[EASY[2]].error or "") and records[EASY[2]].tokens == 0
+    assert [records[i].failure for i in EASY[:3]] == [None, "agent", "model"]
     assert records[EASY[0]].trace[1].reply == "The database looks down to me."
-    assert "| stub-model | 3 |" in (tmp_path / "report.md").read_text()
+    # The endpoint's failure is not the agent's: reported with its reason, left out of the mean.
+    assert f"easy/{EASY[2]}: model failure, not counted in stub-model's mean: EndpointFailure: model endpoint {api}" \
+        in result.stderr
+    report = (tmp_path / "report.md").read_text()
+    assert "| stub-model | 2 | 0." in report and "| 1 | 1 model |" in report
+    assert "## Not counted" in report and "InternalServerError (HTTP 503)" in report.split("## Not counted")[1]
 
 
 def test_the_default_llm_run_fits_its_call_budget_and_prompts_with_task_schemas_and_observation(
@@ -101,7 +107,7 @@ def test_the_default_llm_run_fits_its_call_budget_and_prompts_with_task_schemas_
     # Every task is played, and the step budgets of the episodes chosen fit the call budget.
     assert {e.task.split("/")[0] for e in episodes} == set(TASKS)
     worst = sum(TASKS[e.task.split("/")[0]].max_steps for e in episodes)
-    assert worst <= load_inference().LLM_CALL_BUDGET and f"at most {worst} model calls" in result.stderr
+    assert worst <= LLM_CALL_BUDGET and f"at most {worst} model calls" in result.stderr
 
     request = stub.requests[TASKS["gen_easy"].incidents[0]][0]
     system, user = (m["content"] for m in request["messages"])
