@@ -244,4 +244,4 @@ def test_a_failing_model_endpoint_is_reported_and_counted_apart(tmp_path: Path) 
     records = decode((tmp_path / "episodes.jsonl").read_bytes())
     assert {r.failure for r in records} == {"model"}
     assert "| stub-model | 0 | - |" in (tmp_path / "report.md").read_text()
-    assert "not counted: 5 model" in result.stderr
+    assert "stub-model: no episode measured the agent; not counted: 5 model" in result.stderr

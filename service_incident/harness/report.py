@@ -269,6 +269,9 @@ def summary_text(records: Sequence[EpisodeRecord]) -> str:
     lines = []
     for name, rs in group(records, _agent).items():
         s = summarize(rs)
+        if s.n == 0:
+            lines.append(f"{name}: no episode measured the agent; not counted: {_apart(s.apart)}")
+            continue
         interval = f"± {s.ci:.3f} (95% CI)" if s.ci is not None else f"(no interval: n < {MIN_INTERVAL_N})"
         line = (f"{name}: mean score {s.mean:.3f} {interval} over {s.n} episodes, success {s.success:.0%}, "
                 f"{s.prompt_tokens:.0f} prompt tokens per episode, {s.tokens} tokens, {s.failed} failed")
