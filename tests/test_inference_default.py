@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import statistics
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from inference_support import parse_transcript, run_inference
@@ -122,6 +124,25 @@ def test_in_process_play_prints_what_the_websocket_run_printed(default_run: Run,
     for episode in in_process:
         assert episode == over_websocket[episode.task]
     assert "environment: in-process" in (tmp_path / "report.md").read_text()
+
+
+def test_replay_links_of_a_multi_agent_run_open_each_agents_own_episode(tmp_path: Path) -> None:
+    result = run_inference("--in-process", "--agent", "random,symptom_chaser", "--tasks", "triage,rca",
+                           "--output", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    records = [r for r in decode((tmp_path / "episodes.jsonl").read_bytes()) if r.reset is not None]
+    section = (tmp_path / "report.md").read_text().split("## Replay")[1]
+    links = re.findall(r"^- \[(\S+) · (\S+)\]\((\S+)\): score (\S+)$", section, re.MULTILINE)
+    assert len(links) == 10 and len({url for _, _, url, _ in links}) == 10
+    for agent, name, url, score in links:
+        assert url.startswith("/web/?") and "://" not in url
+        query = parse_qs(urlsplit(url).query)
+        assert query["replay"] == ["/results/episodes.jsonl"]
+        # What the page opens: the episode of that name, else the n-th replayable one.
+        [key] = query["episode"]
+        named = [r for r in records if r.name == key]
+        opened = named[0] if named else records[int(key)]
+        assert (opened.agent, opened.name, f"{opened.score:.2f}") == (agent, name, score)
 
 
 def test_help_explains_every_option(tmp_path: Path) -> None:

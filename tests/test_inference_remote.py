@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from inference_support import INFERENCE, inference_environ, parse_transcript, run_inference
 
 from service_incident.client import LocalServer
@@ -55,24 +56,30 @@ def running(pid: int) -> bool:
     return "zombie" not in state
 
 
-def test_sigterm_stops_a_run_like_ctrl_c(tmp_path: Path) -> None:
+def default_sigint() -> None:
+    # A shell starting a job in the background makes it ignore SIGINT; a terminal's Ctrl-C does not.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_sigterm_stops_a_run_like_ctrl_c(tmp_path: Path, stop: signal.Signals) -> None:
     """Episodes in flight end with their [END], the embedded server stops, the report covers what finished."""
     process = subprocess.Popen([sys.executable, str(INFERENCE), "--agent", "random,expert", "--seeds", "1,2,3,4",
                                 "--concurrency", "2"], cwd=tmp_path, env=inference_environ(),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     try:
         assert process.stdout is not None
         first = process.stdout.readline()  # an episode has been played: the server is up
         assert first.startswith("[START]")
         [server] = children(process.pid)
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(stop)
         assert process.stderr is not None
         stdout, stderr = process.stdout.read(), process.stderr.read()
         process.wait(timeout=60)
     finally:
         process.kill()
-    assert process.returncode == 143, stderr
-    assert "stopped by SIGTERM; finished episodes are in results/episodes.jsonl" in stderr
+    assert process.returncode == 128 + stop, stderr
+    assert f"stopped by {stop.name}; finished episodes are in results/episodes.jsonl" in stderr
     assert not running(server)
     episodes = parse_transcript(first + stdout)
     records = decode((tmp_path / "results" / "episodes.jsonl").read_bytes())
@@ -80,4 +87,4 @@ def test_sigterm_stops_a_run_like_ctrl_c(tmp_path: Path) -> None:
     assert 0 < len(records) < 4 * 2 * sum(len(t.incidents) for t in TASKS.values())
     assert {r.failure for r in records} <= {None, "interrupted"}
     report = (tmp_path / "results" / "report.md").read_text()
-    assert "stopped by SIGTERM before every episode had finished" in report
+    assert f"stopped by {stop.name} before every episode had finished" in report
