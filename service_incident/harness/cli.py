@@ -223,8 +223,7 @@ async def environment(args: argparse.Namespace) -> AsyncIterator[Sessions]:
             async with sessions.open():
                 pass
         except Exception as exc:
-            where = args.env_url or "the embedded server"
-            raise Unreachable(f"cannot reach the environment at {where}: {type(exc).__name__}: {exc}") from None
+            raise Unreachable(f"cannot reach the environment at {where(args)}: {type(exc).__name__}: {exc}") from None
         yield sessions
 
 
@@ -294,10 +293,13 @@ def write_report(records: list[EpisodeRecord], path: Path, episodes_file: str, h
     path.write_text(report.markdown(records, header, episodes_file=episodes_file), encoding="utf-8")
 
 
+def where(args: argparse.Namespace) -> str:
+    return "in-process" if args.in_process else args.env_url or "an embedded server"
+
+
 def run_header(args: argparse.Namespace, records: list[EpisodeRecord], settings: LLMSettings | None) -> list[str]:
-    where = "in-process" if args.in_process else args.env_url or "embedded server"
     lines = [
-        f"- benchmark `{BENCHMARK}`, environment: {where}",
+        f"- benchmark `{BENCHMARK}`, environment: {where(args)}",
         f"- {len(records)} episodes, seeds {','.join(map(str, sorted({r.seed for r in records})))}",
     ]
     if settings is not None:
@@ -336,8 +338,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in args.agent
     }
     total = sum(len(specs) for specs in plans.values())
-    where = "in-process" if args.in_process else f"against {args.env_url or 'an embedded server'}"
-    print(f"evaluating {', '.join(args.agent)} on {len(tasks)} task(s), {total} episodes, {where}", file=sys.stderr)
+    against = where(args) if args.in_process else f"against {where(args)}"
+    print(f"evaluating {', '.join(args.agent)} on {len(tasks)} task(s), {total} episodes, {against}",
+          file=sys.stderr)
     if settings is not None:
         calls = sum(TASKS[s.task_id].max_steps for s in plans[LLM])
         minutes = calls * LLM_SECONDS_PER_CALL / settings.concurrency / 60
