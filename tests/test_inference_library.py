@@ -175,6 +175,16 @@ def test_step_lines_follow_the_contract() -> None:
     assert describe(DeclareRootCauses(targets=["a", "b"])) == "declare_rca(a+b)"
 
 
+def test_an_action_with_arguments_of_its_own_is_described_whole() -> None:
+    class ToggleFlag(InspectLogs.__mro__[1], tag="toggle_flag"):  # any action the models come to define
+        target: str
+        flag: str
+        enabled: bool = False
+
+    assert describe(ToggleFlag(target="checkout", flag="new pricing", rationale="x y")) == (
+        "toggle_flag(checkout,new_pricing,False)")
+
+
 def test_plan_names_episodes_uniquely() -> None:
     specs = plan([TASKS["easy"]], episodes=2, seeds=[3, 4])
     assert [s.name for s in specs] == [f"easy/{i}@{seed}" for i in TASKS["easy"].incidents[:2] for seed in (3, 4)]

@@ -105,15 +105,25 @@ def plan(tasks: Iterable[Task], episodes: int | None = None, seeds: Sequence[int
     return specs
 
 
+_TARGETS = ("target", "targets", "additional_targets")
+_UNSHOWN = ("rationale", "metadata")
+
+
 def describe(action: Action) -> str:
-    """An action as one token for the [STEP] line: `inspect_logs(db)`, `declare(db+cache,P0)`."""
+    """An action as one token for the [STEP] line: `inspect_logs(db)`, `declare(db+cache,P0)`: the
+    services it names joined by `+`, then its other arguments, whatever the action."""
     fields = msgspec.structs.asdict(action)
-    targets = fields.get("targets") or [t for t in (fields.get("target"),) if t]
-    targets += fields.get("additional_targets") or []
+    targets = [t for name in _TARGETS for t in _listed(fields.get(name))]
     args = ["+".join(targets)] if targets else []
-    if fields.get("severity"):
-        args.append(fields["severity"])
-    return f"{action_name(action)}({','.join(args)})"
+    args += ["+".join(_listed(value)) for name, value in fields.items()
+             if name not in _TARGETS and name not in _UNSHOWN and _listed(value)]
+    return "_".join(f"{action_name(action)}({','.join(args)})".split())  # one token, spaces and all
+
+
+def _listed(value: Any) -> list[str]:
+    if isinstance(value, list | tuple):
+        return [str(v) for v in value]
+    return [] if value in (None, "", {}) else [str(value)]
 
 
 # --- OpenEnv's stdout contract ----------------------------------------------------------------
