@@ -39,3 +39,9 @@ def test_the_check_sees_an_io_library_when_one_is_loaded() -> None:
     # The evaluation runner plays over the WebSocket client: the same check must catch it.
     loaded = loaded_after_importing(("service_incident.harness.evaluation",))
     assert {"websockets", "anyio"} <= {name.split(".")[0] for name in loaded}
+
+
+def test_the_evaluation_command_needs_openai_only_for_the_llm_agent() -> None:
+    # An image without the model client still evaluates the reference agents.
+    loaded = loaded_after_importing(("service_incident.harness.cli",))
+    assert "openai" not in {name.split(".")[0] for name in loaded}
