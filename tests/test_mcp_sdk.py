@@ -21,7 +21,7 @@ from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.integrations import text
 from service_incident.models import ACTION_NAMES, parse_action
 from service_incident.server.app import create_app
-from service_incident.server.mcp import McpEpisodes
+from service_incident.server.mcp import SessionEpisodes
 from service_incident.server.settings import Settings
 
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -158,7 +158,7 @@ def test_openenv_requests_without_a_session_keep_their_dialect(mcp_url: str) -> 
 
 def test_session_episodes_are_bounded_in_number_and_idle_time() -> None:
     now = [0.0]
-    store = McpEpisodes(max_episodes=2, idle_timeout_s=10.0, clock=lambda: now[0])
+    store = SessionEpisodes(max_episodes=2, idle_timeout_s=10.0, clock=lambda: now[0])
     store.of("a").reset(task_id="easy", seed=1)
     store.of("b")
     store.of("c")  # over capacity: the least recently used goes
