@@ -23,7 +23,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute, request_response
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
 from .errors import EXCEPTION_HANDLERS, JSON
 from .guard import OriginPolicy, RequestGuard
@@ -48,6 +48,8 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
     registry = SessionRegistry(settings.max_concurrent_envs, settings.session_idle_timeout_s, clock)
     episodes = EpisodeStore(settings.http_max_episodes, settings.http_max_episodes_per_client,
                             settings.http_episode_idle_timeout_s, clock)
+    api = HttpApi(episodes, registry, _implicit_policy(settings))
+    mcp = McpEndpoint(api.openenv_mcp, settings.http_max_episodes, settings.http_episode_idle_timeout_s, clock)
     interval = min(settings.session_idle_timeout_s, settings.http_episode_idle_timeout_s) / 4
     interval = min(max(interval, _REAP_MIN_S), _REAP_MAX_S)
 
@@ -70,10 +72,6 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
         return Response(openapi, media_type=JSON)
 
     origins = OriginPolicy(settings.origins)
-    api = HttpApi(episodes, registry, _implicit_policy(settings))
-    # MCP sessions at /mcp; OpenEnv's bare JSON-RPC there goes on to the HTTP API's handler.
-    mcp = McpEndpoint(request_response(api.mcp), settings.http_max_episodes, settings.http_episode_idle_timeout_s,
-                      clock, settings.http_max_body_bytes)
     routes: list[BaseRoute] = [
         WebSocketRoute("/ws", SessionEndpoint(registry, origins).serve),
         Route("/openapi.json", openapi_json, methods=["GET"]),

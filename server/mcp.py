@@ -22,28 +22,25 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Protocol
+from typing import Any
 
+import mcp.types as sdk
 import msgspec
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from msgspec import UNSET, Struct, UnsetType
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-try:
-    import mcp.types as sdk
-    from mcp.server.lowlevel import Server
-    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-    from mcp.shared.exceptions import MCPError
-    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-except ImportError:  # the `mcp` extra is not installed: OpenEnv's dialect only
-    sdk = None
+from starlette.requests import Request
+from starlette.types import Message, Receive, Scope, Send
 
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.integrations.text import TextEpisode
 from service_incident.integrations.tools import ACTION_TOOLS, RESET_TOOL, TOOLS_BY_NAME, ToolSpec
-from service_incident.models import InvalidAction, InvalidReset, Observation, ResetRequest, parse_action
+from service_incident.models import InvalidAction, InvalidReset, ResetRequest, parse_action
 
-from .http_episodes import UnknownEpisode
-from .protocol import encode, step_payload
+from .http_episodes import EpisodeStore, UnknownEpisode
+from .protocol import ProtocolError, decode_json, encode, step_payload
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -53,22 +50,17 @@ INTERNAL_ERROR = -32603
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 SERVER_NAME = "service_incident"
-DISTRIBUTION = "openenv-service-incident"
 SESSION_HEADER = b"mcp-session-id"
 VERSION_HEADER = b"mcp-protocol-version"
+# The largest JSON-RPC request read for OpenEnv's dialect; the SDK bounds its own requests the same.
+MAX_BODY_BYTES = 4 * 1024 * 1024
 
 log = logging.getLogger(__name__)
 
 RequestId = str | int | None
 EnvResolver = Callable[[str | None], ServiceIncidentEnvironment]
-
-
-class OpenEnvSessions(Protocol):
-    """Where OpenEnv's session methods start and end HTTP episodes."""
-
-    def reset(self, request: ResetRequest) -> tuple[str, Observation]: ...
-
-    def close(self, episode_id: str) -> bool: ...
+# Answers one request of OpenEnv's dialect on behalf of the HTTP request that carried it.
+OpenEnvDialect = Callable[["Request", Any], "RpcResponse"]
 
 
 class RpcError(Struct):
@@ -117,7 +109,7 @@ def parse_error(message: str) -> RpcResponse:
     return RpcResponse("2.0", None, error=RpcError(PARSE_ERROR, f"Parse error: {message}"))
 
 
-def handle(request: Any, env_for: EnvResolver, episodes: OpenEnvSessions | None = None) -> RpcResponse:
+def handle(request: Any, env_for: EnvResolver, episodes: EpisodeStore | None = None) -> RpcResponse:
     """Answer one request of OpenEnv's dialect. `episodes` enables its session methods (HTTP only)."""
     request_id = request.get("id") if isinstance(request, dict) else None
     if not isinstance(request_id, str | int) or isinstance(request_id, bool):
@@ -139,7 +131,7 @@ def handle(request: Any, env_for: EnvResolver, episodes: OpenEnvSessions | None 
         return RpcResponse("2.0", request_id, error=error)
 
 
-def _dispatch(call: RpcRequest, env_for: EnvResolver, episodes: OpenEnvSessions | None) -> Any:
+def _dispatch(call: RpcRequest, env_for: EnvResolver, episodes: EpisodeStore | None) -> Any:
     if call.method == "tools/list":
         return {"tools": TOOLS}
     if call.method == "tools/call":
@@ -179,9 +171,9 @@ def _call_tool(params: dict[str, Any], env_for: EnvResolver) -> dict[str, Any]:
 class _Entry:
     __slots__ = ("episode", "last_active")
 
-    def __init__(self) -> None:
+    def __init__(self, now: float) -> None:
         self.episode = TextEpisode()
-        self.last_active = 0.0
+        self.last_active = now
 
 
 class SessionEpisodes:
@@ -202,7 +194,7 @@ class SessionEpisodes:
         entry = self._episodes.get(session_id)
         if entry is None:
             self.expire(now)
-            entry = self._episodes[session_id] = _Entry()
+            entry = self._episodes[session_id] = _Entry(now)
             while len(self._episodes) > self.max_episodes:
                 self.close(next(iter(self._episodes)))
         entry.last_active = now
@@ -221,27 +213,22 @@ class SessionEpisodes:
 
 
 class McpEndpoint:
-    """The ASGI app at `/mcp`: MCP sessions through the SDK, OpenEnv's dialect through `openenv`.
+    """The ASGI app at `/mcp`: MCP sessions through the SDK, OpenEnv's dialect through `handle`.
 
-    A POST that carries no session id and is not `initialize` cannot come from an MCP client
-    (nothing else is valid before the handshake), so it is OpenEnv's and goes on to `openenv`, the
-    HTTP API's handler; everything else is MCP. Bodies are bounded by the app's request guard. Serve
-    it inside `running()`, which runs the SDK's session manager.
+    A request that carries no session id and is not `initialize` cannot belong to an MCP client
+    (nothing else is valid before the handshake), so it is OpenEnv's; everything else is MCP.
+    Serve it inside `running()`, which runs the SDK's session manager.
     """
 
     def __init__(
         self,
-        openenv: ASGIApp,
+        openenv: OpenEnvDialect,
         max_sessions: int,
         idle_timeout_s: float,
         clock: Callable[[], float] = time.monotonic,
-        max_body_bytes: int = 1024 * 1024,
     ) -> None:
         self.openenv = openenv
         self.mcp_episodes = SessionEpisodes(max_sessions, idle_timeout_s, clock)
-        self.manager: StreamableHTTPSessionManager | None = None
-        if sdk is None:
-            return
         self.handshake_versions = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
         tools = [
             sdk.Tool(name=spec.name, description=spec.description, input_schema=spec.input_schema)
@@ -254,7 +241,7 @@ class McpEndpoint:
 
         self.server = Server(
             SERVER_NAME,
-            version=importlib.metadata.version(DISTRIBUTION),
+            version=_version(),
             instructions=(
                 "You are the on-call engineer for a paged incident. Call `reset` to start one, inspect the "
                 "services you choose, remediate, and end the episode with the terminal action it names."
@@ -267,14 +254,11 @@ class McpEndpoint:
             json_response=True,
             session_idle_timeout=idle_timeout_s,
             max_sessions=max_sessions,
-            max_request_body_size=max_body_bytes,
+            max_request_body_size=MAX_BODY_BYTES,
         )
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        if self.manager is None:
-            yield
-            return
         async with self.manager.run():
             yield
 
@@ -282,33 +266,38 @@ class McpEndpoint:
         manager = self.manager
         headers = dict(scope["headers"])
         session_id = headers.get(SESSION_HEADER)
-        if manager is not None and (scope["method"] != "POST" or session_id is not None):
+        if scope["method"] != "POST" or session_id is not None:
             await manager.handle_request(scope, receive, send)
             if scope["method"] == "DELETE" and session_id is not None:
                 self.mcp_episodes.close(session_id.decode("latin-1"))
             return
-        if scope["method"] != "POST":
-            await self.openenv(scope, receive, send)  # it answers 405
-            return
         body = await _read_body(receive)
+        if body is None:
+            await _reply(send, 413, RpcResponse("2.0", None, error=RpcError(INVALID_REQUEST, "Request too large")))
+            return
         version = headers.get(VERSION_HEADER, b"").decode("latin-1")
-        if manager is not None and version and version not in self.handshake_versions:
+        if version and version not in self.handshake_versions:
             await _reply(send, 400, self._unsupported(body, version))
             return
-        if _method(body) == "initialize":
-            if manager is None:
-                missing = RpcError(METHOD_NOT_FOUND, f"MCP sessions need the SDK: pip install '{DISTRIBUTION}[mcp]'")
-                await _reply(send, 200, RpcResponse("2.0", _request_id(body), error=missing))
-                return
+        try:
+            request = decode_json(body)
+        except ProtocolError as error:
+            await _reply(send, 200, parse_error(error.message))
+            return
+        if isinstance(request, dict) and request.get("method") == "initialize":
             await manager.handle_request(scope, _replay(body, receive), send)
             return
-        await self.openenv(scope, _replay(body, receive), send)
+        await _reply(send, 200, self.openenv(Request(scope), request))
 
     def _unsupported(self, body: bytes, version: str) -> RpcResponse:
+        try:
+            request_id = msgspec.json.decode(body, type=dict[str, Any]).get("id")
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            request_id = None
         supported = sorted(self.handshake_versions)
         message = f"Protocol version {version} is not served: sessions need the initialize handshake"
         error = RpcError(UNSUPPORTED_PROTOCOL_VERSION, message, {"supported": supported, "requested": version})
-        return RpcResponse("2.0", _request_id(body), error=error)
+        return RpcResponse("2.0", request_id if isinstance(request_id, str | int) else None, error=error)
 
     async def _call_tool(self, ctx: Any, params: Any) -> Any:
         request = ctx.request
@@ -339,40 +328,29 @@ class McpEndpoint:
         )
 
 
+def _version() -> str:
+    return importlib.metadata.version("openenv-service-incident")
+
+
 def _mcp_error(code: int, message: str) -> Exception:
     return MCPError(code=code, message=message)
 
 
-async def _read_body(receive: Receive) -> bytes:
+async def _read_body(receive: Receive) -> bytes | None:
+    """The request body, or None once it passes MAX_BODY_BYTES."""
     chunks: list[bytes] = []
+    size = 0
     while True:
         message = await receive()
         if message["type"] != "http.request":
             return b"".join(chunks)
-        chunks.append(message.get("body", b""))
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
-
-
-class _Envelope(Struct):
-    method: Any = None
-    id: Any = None
-
-
-def _envelope(body: bytes) -> _Envelope:
-    try:
-        return msgspec.json.decode(body, type=_Envelope)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return _Envelope()
-
-
-def _method(body: bytes) -> Any:
-    return _envelope(body).method
-
-
-def _request_id(body: bytes) -> RequestId:
-    request_id = _envelope(body).id
-    return request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
