@@ -150,7 +150,8 @@ def test_openenv_requests_without_a_session_keep_their_dialect(mcp_url: str) -> 
     with httpx.Client(base_url=mcp_url.removesuffix("/mcp"), timeout=5) as http:
         validator = http.post("/mcp", json={})
         listing = _post(http, {"jsonrpc": "2.0", "id": 5, "method": "tools/list"})
-        too_big = http.post("/mcp", content=b" " * (4 * 1024 * 1024 + 1))
+        oversize = b" " * (Settings().http_max_body_bytes + 1)
+        too_big = http.post("/mcp", content=oversize, headers={"Content-Type": "application/json"})
     assert validator.status_code == 200 and validator.json()["error"]["code"] == -32600
     assert [tool["name"] for tool in listing.json()["result"]["tools"]] == list(ACTION_NAMES)
     assert too_big.status_code == 413
