@@ -52,8 +52,6 @@ UNSUPPORTED_PROTOCOL_VERSION = -32022
 SERVER_NAME = "service_incident"
 SESSION_HEADER = b"mcp-session-id"
 VERSION_HEADER = b"mcp-protocol-version"
-# The largest JSON-RPC request read for OpenEnv's dialect; the SDK bounds its own requests the same.
-MAX_BODY_BYTES = 4 * 1024 * 1024
 
 log = logging.getLogger(__name__)
 
@@ -226,6 +224,7 @@ class McpEndpoint:
         max_sessions: int,
         idle_timeout_s: float,
         clock: Callable[[], float] = time.monotonic,
+        max_body_bytes: int = 1024 * 1024,
     ) -> None:
         self.openenv = openenv
         self.mcp_episodes = SessionEpisodes(max_sessions, idle_timeout_s, clock)
@@ -254,7 +253,7 @@ class McpEndpoint:
             json_response=True,
             session_idle_timeout=idle_timeout_s,
             max_sessions=max_sessions,
-            max_request_body_size=MAX_BODY_BYTES,
+            max_request_body_size=max_body_bytes,
         )
 
     @asynccontextmanager
@@ -272,9 +271,6 @@ class McpEndpoint:
                 self.mcp_episodes.close(session_id.decode("latin-1"))
             return
         body = await _read_body(receive)
-        if body is None:
-            await _reply(send, 413, RpcResponse("2.0", None, error=RpcError(INVALID_REQUEST, "Request too large")))
-            return
         version = headers.get(VERSION_HEADER, b"").decode("latin-1")
         if version and version not in self.handshake_versions:
             await _reply(send, 400, self._unsupported(body, version))
@@ -336,19 +332,14 @@ def _mcp_error(code: int, message: str) -> Exception:
     return MCPError(code=code, message=message)
 
 
-async def _read_body(receive: Receive) -> bytes | None:
-    """The request body, or None once it passes MAX_BODY_BYTES."""
+async def _read_body(receive: Receive) -> bytes:
+    """The whole request body; the app's request guard bounds its size."""
     chunks: list[bytes] = []
-    size = 0
     while True:
         message = await receive()
         if message["type"] != "http.request":
             return b"".join(chunks)
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            return None
-        chunks.append(chunk)
+        chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(chunks)
 
