@@ -1,4 +1,5 @@
-"""The stock OpenEnv `MCPToolClient` (its own venv) plays an episode through our `/mcp`, in its dialect."""
+"""Clients from the stock OpenEnv venv play episodes through our `/mcp`: OpenEnv's `MCPToolClient` in
+its dialect, and the MCP SDK 1.x that OpenEnv pulls in (`streamablehttp_client` + `ClientSession`)."""
 
 from __future__ import annotations
 
@@ -38,3 +39,34 @@ def test_stock_mcp_tool_client_plays_an_http_session(openenv_python: Path, serve
     assert out["first"]["structuredContent"]["observation"]["step_count"] == 1
     last = out["last"]["structuredContent"]
     assert last["done"] is True and last["observation"]["score"] is not None
+
+
+# The 1.x SDK's client, as its own documentation has it; it offers the newest handshake revision.
+SDK_1X_CLIENT = r'''
+import asyncio, json, sys
+from importlib.metadata import version
+from mcp import ClientSession
+from mcp.client.streamable_http import streamablehttp_client
+
+async def main(url):
+    async with streamablehttp_client(url + "/mcp") as (read, write, _), ClientSession(read, write) as session:
+        init = await session.initialize()
+        await session.send_ping()
+        tools = (await session.list_tools()).tools
+        page = await session.call_tool("reset", {"task_id": "medium", "seed": 8})
+        services = page.structuredContent["observation"]["services"]
+        look = await session.call_tool("inspect_metrics", {"target": services[1]})
+        end = await session.call_tool("declare", {"target": services[1], "severity": "P2"})
+        return {"sdk": version("mcp"), "protocol": init.protocolVersion, "tools": [t.name for t in tools],
+                "look": look.content[0].text, "end": end.structuredContent}
+
+print(json.dumps(asyncio.run(main(sys.argv[1]))))
+'''
+
+
+def test_the_1x_sdk_client_plays_an_episode(openenv_python: Path, server_url: str) -> None:
+    out = run_stock(openenv_python, SDK_1X_CLIENT, server_url)
+    assert out["sdk"].startswith("1.") and out["protocol"] == "2025-11-25"
+    assert out["tools"] == ["reset", *ACTION_NAMES]
+    assert out["look"].startswith("Inspected the metrics of ") and "step 1/" in out["look"]
+    assert out["end"]["done"] is True and out["end"]["observation"]["score"] is not None
