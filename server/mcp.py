@@ -24,15 +24,21 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-import mcp.types as sdk
 import msgspec
-from mcp.server.lowlevel import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.shared.exceptions import MCPError
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from msgspec import UNSET, Struct, UnsetType
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
+
+try:
+    import mcp.types as sdk
+    from mcp.server.lowlevel import Server
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.shared.exceptions import MCPError
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+except ImportError:
+    # The `mcp` extra (SDK 2.x) is not installed, as beside stock OpenEnv, which pins the 1.x SDK:
+    # /mcp then speaks OpenEnv's dialect only, and says how to get MCP sessions.
+    sdk = None
 
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.integrations.text import TextEpisode
@@ -228,6 +234,9 @@ class McpEndpoint:
     ) -> None:
         self.openenv = openenv
         self.mcp_episodes = SessionEpisodes(max_sessions, idle_timeout_s, clock)
+        self.manager: StreamableHTTPSessionManager | None = None
+        if sdk is None:
+            return
         self.handshake_versions = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
         tools = [
             sdk.Tool(name=spec.name, description=spec.description, input_schema=spec.input_schema)
@@ -258,6 +267,9 @@ class McpEndpoint:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
+        if self.manager is None:
+            yield
+            return
         async with self.manager.run():
             yield
 
@@ -265,14 +277,17 @@ class McpEndpoint:
         manager = self.manager
         headers = dict(scope["headers"])
         session_id = headers.get(SESSION_HEADER)
-        if scope["method"] != "POST" or session_id is not None:
+        if manager is None and (scope["method"] != "POST" or session_id is not None):
+            await _reply(send, 405 if scope["method"] != "POST" else 404, _WITHOUT_SDK)
+            return
+        if manager is not None and (scope["method"] != "POST" or session_id is not None):
             await manager.handle_request(scope, receive, send)
             if scope["method"] == "DELETE" and session_id is not None:
                 self.mcp_episodes.close(session_id.decode("latin-1"))
             return
         body = await _read_body(receive)
         version = headers.get(VERSION_HEADER, b"").decode("latin-1")
-        if version and version not in self.handshake_versions:
+        if manager is not None and version and version not in self.handshake_versions:
             await _reply(send, 400, self._unsupported(body, version))
             return
         try:
@@ -281,6 +296,9 @@ class McpEndpoint:
             await _reply(send, 200, parse_error(error.message))
             return
         if isinstance(request, dict) and request.get("method") == "initialize":
+            if manager is None:
+                await _reply(send, 200, msgspec.structs.replace(_WITHOUT_SDK, id=_request_id(request)))
+                return
             await manager.handle_request(scope, _replay(body, receive), send)
             return
         await _reply(send, 200, self.openenv(Request(scope), request))
@@ -322,6 +340,18 @@ class McpEndpoint:
             structured_content=msgspec.to_builtins(step_payload(observation)),
             is_error=observation.last_action_error is not None,
         )
+
+
+_WITHOUT_SDK = RpcResponse(
+    "2.0",
+    None,
+    error=RpcError(METHOD_NOT_FOUND, "MCP sessions need the official SDK: pip install 'openenv-service-incident[mcp]'"),
+)
+
+
+def _request_id(request: dict[str, Any]) -> RequestId:
+    request_id = request.get("id")
+    return request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
 
 
 def _version() -> str:

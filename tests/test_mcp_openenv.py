@@ -1,12 +1,15 @@
-"""Clients from the stock OpenEnv venv play episodes through our `/mcp`: OpenEnv's `MCPToolClient` in
-its dialect, and the MCP SDK 1.x that OpenEnv pulls in (`streamablehttp_client` + `ClientSession`)."""
+"""`/mcp` and the stock OpenEnv venv: OpenEnv's `MCPToolClient` plays in its dialect, the MCP SDK 1.x
+that OpenEnv pulls in (`streamablehttp_client` + `ClientSession`) plays MCP sessions, and our server
+installed there, without the SDK 2.x, still serves the dialect."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 from test_interop_stock_client import run_stock
 
+from service_incident.client import LocalServer
 from service_incident.models import ACTION_NAMES
 
 # Runs in the stock venv: only `openenv` and the standard library are importable there.
@@ -70,3 +73,17 @@ def test_the_1x_sdk_client_plays_an_episode(openenv_python: Path, server_url: st
     assert out["tools"] == ["reset", *ACTION_NAMES]
     assert out["look"].startswith("Inspected the metrics of ") and "step 1/" in out["look"]
     assert out["end"]["done"] is True and out["end"]["observation"]["score"] is not None
+
+
+def test_beside_stock_openenv_mcp_speaks_openenv_s_dialect_and_says_how_to_get_sessions(
+    openenv_python: Path,
+) -> None:
+    # That venv holds OpenEnv's 1.x SDK, not the 2.x one the `mcp` extra brings: the server still runs.
+    with LocalServer(python=str(openenv_python)) as server, httpx.Client(base_url=server.base_url) as http:
+        init = http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+        listing = http.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        stream = http.get("/mcp")
+    assert init.status_code == 200 and init.json()["id"] == 1
+    assert "pip install 'openenv-service-incident[mcp]'" in init.json()["error"]["message"]
+    assert [tool["name"] for tool in listing.json()["result"]["tools"]] == list(ACTION_NAMES)
+    assert stream.status_code == 405
