@@ -1,8 +1,8 @@
 """The actions as MCP tools: the Model Context Protocol at `/mcp`, and OpenEnv's JSON-RPC dialect of it.
 
 MCP clients (the official SDKs, IDEs, agent frameworks) speak streamable HTTP: `initialize`, then
-requests that carry the `Mcp-Session-Id` it issued. The official `mcp` SDK serves that part (sessions,
-`ping`, notifications answered 202, DELETE, body limits); here each session owns one episode, which
+requests that carry the `Mcp-Session-Id` it issued. The official `mcp` SDK (the `mcp` extra) serves
+that part (sessions, `ping`, notifications answered 202, DELETE); here each session owns one episode, which
 its `reset` tool starts and its action tools play. Tool text is what the action revealed, not the
 whole observation again; the structured result is the step's full payload. Protocol revisions
 without a handshake (2026-07-28 on) have no session that could own an episode, so their discovery
@@ -115,9 +115,7 @@ def parse_error(message: str) -> RpcResponse:
 
 def handle(request: Any, env_for: EnvResolver, episodes: EpisodeStore | None = None) -> RpcResponse:
     """Answer one request of OpenEnv's dialect. `episodes` enables its session methods (HTTP only)."""
-    request_id = request.get("id") if isinstance(request, dict) else None
-    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
-        request_id = None
+    request_id = _request_id(request)
     try:
         try:
             call = msgspec.convert(request, RpcRequest)
@@ -286,14 +284,14 @@ class McpEndpoint:
                 self.mcp_episodes.close(session_id.decode("latin-1"))
             return
         body = await _read_body(receive)
-        version = headers.get(VERSION_HEADER, b"").decode("latin-1")
-        if manager is not None and version and version not in self.handshake_versions:
-            await _reply(send, 400, self._unsupported(body, version))
-            return
         try:
             request = decode_json(body)
         except ProtocolError as error:
             await _reply(send, 200, parse_error(error.message))
+            return
+        version = headers.get(VERSION_HEADER, b"").decode("latin-1")
+        if manager is not None and version and version not in self.handshake_versions:
+            await _reply(send, 400, self._unsupported(request, version))
             return
         if isinstance(request, dict) and request.get("method") == "initialize":
             if manager is None:
@@ -303,15 +301,11 @@ class McpEndpoint:
             return
         await _reply(send, 200, self.openenv(Request(scope), request))
 
-    def _unsupported(self, body: bytes, version: str) -> RpcResponse:
-        try:
-            request_id = msgspec.json.decode(body, type=dict[str, Any]).get("id")
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            request_id = None
+    def _unsupported(self, request: Any, version: str) -> RpcResponse:
         supported = sorted(self.handshake_versions)
         message = f"Protocol version {version} is not served: sessions need the initialize handshake"
         error = RpcError(UNSUPPORTED_PROTOCOL_VERSION, message, {"supported": supported, "requested": version})
-        return RpcResponse("2.0", request_id if isinstance(request_id, str | int) else None, error=error)
+        return RpcResponse("2.0", _request_id(request), error=error)
 
     async def _call_tool(self, ctx: Any, params: Any) -> Any:
         request = ctx.request
@@ -349,8 +343,8 @@ _WITHOUT_SDK = RpcResponse(
 )
 
 
-def _request_id(request: dict[str, Any]) -> RequestId:
-    request_id = request.get("id")
+def _request_id(request: Any) -> RequestId:
+    request_id = request.get("id") if isinstance(request, dict) else None
     return request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
 
 
