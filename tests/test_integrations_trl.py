@@ -9,6 +9,7 @@ trainer does it: tools collected with `inspect.getmembers`, schemas built with t
 from __future__ import annotations
 
 import inspect
+import pickle
 import subprocess
 import sys
 from collections.abc import Callable
@@ -66,7 +67,8 @@ def test_tool_schemas_are_the_actions_a_task_allows(task_id: str) -> None:
 
 def test_the_default_class_has_the_generated_tasks_tools_and_pickles_by_name() -> None:
     assert sorted(trl_tools(ServiceIncidentToolEnv())) == sorted(TASKS["gen_easy"].actions)
-    assert ServiceIncidentToolEnv.__module__ == "service_incident.integrations.trl"
+    # TRL's asynchronous trainer pickles the factory into its rollout worker.
+    assert pickle.loads(pickle.dumps(ServiceIncidentToolEnv)) is ServiceIncidentToolEnv
 
 
 def _play(environment: IncidentToolEnv, row: dict[str, Any]) -> tuple[list[str], list[Observation]]:
