@@ -58,7 +58,7 @@ lint: $(VENV)/.installed
 
 # tests/conftest.py finds the stock OpenEnv venv through OPENENV_PYTHON.
 test: lint $(OPENENV_VENV)/.installed browser
-	OPENENV_PYTHON=$(OPENENV_VENV)/bin/python $(PY) -m pytest -q
+	OPENENV_PYTHON=$(abspath $(OPENENV_VENV))/bin/python $(PY) -m pytest -q
 
 # Everything the targets above and the tests leave behind; tracked files are never touched.
 clean:
