@@ -47,7 +47,7 @@ def test_every_path_in_the_layout_table_exists() -> None:
 
 
 def format_default(value: object) -> str:
-    if value is None:
+    if value is None or value == "":
         return "none"
     if isinstance(value, bool):
         return "`true`" if value else "`false`"
