@@ -49,7 +49,7 @@ $(OPENENV_VENV)/.installed: pyproject.toml
 # driver download: browsers are only to be had from Debian's packages here.
 BROWSER_PACKAGES := chromium chromium-driver fonts-dejavu-core
 
-.PHONY: run test lint browser clean rebuild
+.PHONY: run test lint docs browser clean rebuild
 browser:
 	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -65,6 +65,10 @@ run: $(VENV)/.installed
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
+
+# The generated tables of README.md and docs/*.md, rewritten from the definitions.
+docs: $(VENV)/.installed
+	$(PY) -m service_incident.harness.docs
 
 # tests/conftest.py finds the stock OpenEnv venv through OPENENV_PYTHON.
 test: lint $(OPENENV_VENV)/.installed browser
