@@ -1,4 +1,4 @@
-"""`python -m service_incident.server`: the `server` script."""
+"""`python -m service_incident.server`: the `server` command."""
 
 from .app import main
 
