@@ -14,12 +14,14 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from service_incident.models import Action, Observation, State
+from service_incident.models import Action, Observation, ResetRequest, RewardMode, State
 
 from .base import (
     CapacityReached,
+    ConnectionFailed,
     EnvClient,
     EnvClientError,
+    NoReply,
     ServerError,
     SessionClosed,
     StepResult,
@@ -29,9 +31,11 @@ from .local import LocalServer
 
 __all__ = [
     "CapacityReached",
+    "ConnectionFailed",
     "EnvClient",
     "EnvClientError",
     "LocalServer",
+    "NoReply",
     "ServerError",
     "ServiceIncidentEnv",
     "SessionClosed",
@@ -49,7 +53,8 @@ class ServiceIncidentEnv(EnvClient[Action, Observation, State]):
     def launch(cls, settings: Mapping[str, object] | None = None, **options: Any) -> ServiceIncidentEnv:
         """Start a private server process (blocks until it is ready) and a client bound to it.
 
-        Closing the client stops the server. `settings` are server settings, `options` client ones.
+        Closing the client stops the server, and so does the end of this process, however it ends.
+        `settings` are server settings, `options` client ones.
         """
         server = LocalServer(settings)
         client = cls(server.start(), **options)
@@ -63,9 +68,12 @@ class ServiceIncidentEnv(EnvClient[Action, Observation, State]):
         seed: int | None = None,
         incident_id: str | None = None,
         episode_id: str | None = None,
+        reward_mode: RewardMode = "final",
     ) -> StepResult[Observation]:
-        given = {"task_id": task_id, "seed": seed, "incident_id": incident_id, "episode_id": episode_id}
-        return await super().reset(**{k: v for k, v in given.items() if v is not None})
+        """Start an episode: the fields of `service_incident.models.ResetRequest`."""
+        request = ResetRequest(task_id=task_id, seed=seed, incident_id=incident_id, episode_id=episode_id,
+                               reward_mode=reward_mode)
+        return await self._reset(request)
 
     def _parse_result(self, result: StepResult[Observation]) -> StepResult[Observation]:
         # On the wire reward and done travel beside the observation; put them back in it.
