@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from service_incident.models import Action, Observation, ResetRequest, RewardMode, State
+from service_incident.models import Action, Observation, ResetRequest, RewardMode, State, parse_action
 
 from .base import (
     CapacityReached,
@@ -37,7 +37,9 @@ __all__ = [
     "LocalServer",
     "NoReply",
     "ServerError",
+    "ServiceIncidentAction",
     "ServiceIncidentEnv",
+    "ServiceIncidentObservation",
     "SessionClosed",
     "StepResult",
     "SyncEnvClient",
@@ -48,6 +50,10 @@ class ServiceIncidentEnv(EnvClient[Action, Observation, State]):
     """Actions are `service_incident.models` Structs; observations and state decode into theirs."""
 
     _server: LocalServer | None = None
+
+    def __init__(self, base_url: str, *, provider: object = None, **options: Any) -> None:
+        # OpenEnv's AutoEnv passes the container provider it started, None for a running server.
+        super().__init__(base_url, **options)
 
     @classmethod
     def launch(cls, settings: Mapping[str, object] | None = None, **options: Any) -> ServiceIncidentEnv:
@@ -88,3 +94,15 @@ class ServiceIncidentEnv(EnvClient[Action, Observation, State]):
             if self._server is not None:
                 server, self._server = self._server, None
                 await asyncio.to_thread(server.stop)
+
+
+class ServiceIncidentAction:
+    """The action class OpenEnv's `AutoAction` finds: `ServiceIncidentAction(action="inspect_logs",
+    target="db")` is the typed action (here an `InspectLogs`), validated like any other."""
+
+    def __new__(cls, **fields: Any) -> Action:  # type: ignore[misc]
+        return parse_action(fields)
+
+
+# The observation class by OpenEnv's naming convention.
+ServiceIncidentObservation = Observation

@@ -29,6 +29,7 @@ from .errors import EXCEPTION_HANDLERS, JSON
 from .guard import OriginPolicy, RequestGuard
 from .http_api import HttpApi, is_loopback
 from .http_episodes import EpisodeStore
+from .mcp import McpEndpoint
 from .openapi import openapi_document
 from .protocol import encode
 from .sessions import Clock, SessionRegistry
@@ -47,6 +48,8 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
     registry = SessionRegistry(settings.max_concurrent_envs, settings.session_idle_timeout_s, clock)
     episodes = EpisodeStore(settings.http_max_episodes, settings.http_max_episodes_per_client,
                             settings.http_episode_idle_timeout_s, clock)
+    api = HttpApi(episodes, registry, _implicit_policy(settings))
+    mcp = McpEndpoint(api.openenv_mcp, settings.http_max_episodes, settings.http_episode_idle_timeout_s)
     interval = min(settings.session_idle_timeout_s, settings.http_episode_idle_timeout_s) / 4
     interval = min(max(interval, _REAP_MIN_S), _REAP_MAX_S)
 
@@ -58,7 +61,7 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with anyio.create_task_group() as tasks:
+        async with mcp.running(), anyio.create_task_group() as tasks:
             tasks.start_soon(reap_forever)
             yield
             tasks.cancel_scope.cancel()
@@ -72,7 +75,8 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
     routes: list[BaseRoute] = [
         WebSocketRoute("/ws", SessionEndpoint(registry, origins).serve),
         Route("/openapi.json", openapi_json, methods=["GET"]),
-        *HttpApi(episodes, registry, _implicit_policy(settings)).routes(),
+        Route("/mcp", mcp),
+        *api.routes(),
         *WebUI().routes(),
     ]
     if settings.results_dir is not None:

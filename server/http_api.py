@@ -26,7 +26,7 @@ from service_incident.tasks import catalogue
 
 from . import mcp
 from .errors import JSON, json_response
-from .http_episodes import EpisodeStore
+from .http_episodes import EpisodeStore, UnknownEpisode
 from .protocol import (
     EPISODE_ID_PATTERN,
     ProtocolError,
@@ -84,7 +84,7 @@ class EnvironmentMetadata(Struct):
 
 
 def environment_metadata() -> EnvironmentMetadata:
-    dist = importlib.metadata.metadata("service-incident")
+    dist = importlib.metadata.metadata("openenv-service-incident")
     return EnvironmentMetadata("service_incident", dist["Summary"], version=dist["Version"])
 
 
@@ -152,7 +152,6 @@ class HttpApi:
             Route("/schema", self.schema, methods=["GET"]),
             Route("/tasks", self.tasks, methods=["GET"]),
             Route("/grade", self.grade, methods=["GET"]),
-            Route("/mcp", self.mcp, methods=["POST"]),
         ]
 
     async def reset(self, request: Request) -> Response:
@@ -194,14 +193,16 @@ class HttpApi:
     async def tasks(self, request: Request) -> Response:
         return Response(self._tasks, media_type=JSON)
 
-    async def mcp(self, request: Request) -> Response:
-        # Always HTTP 200: JSON-RPC carries its own errors, and OpenEnv's validator expects exactly that.
-        try:
-            call = decode_json(await request.body())
-        except ProtocolError as error:
-            return json_response(mcp.parse_error(error.message))
-        episodes = McpEpisodes(self.episodes, _client(request))
-        return json_response(mcp.handle(call, lambda session_id: self._episode(request, session_id)[1], episodes))
+    def openenv_mcp(self, request: Request, call: Any) -> mcp.RpcResponse:
+        """One request of OpenEnv's JSON-RPC dialect at /mcp, acting only on the episode it names."""
+
+        def env_for(session_id: str | None) -> ServiceIncidentEnvironment:
+            try:
+                return self._episode(request, session_id)[1]
+            except (HTTPException, ProtocolError) as exc:
+                raise UnknownEpisode(exc.detail if isinstance(exc, HTTPException) else exc.message) from None
+
+        return mcp.handle(call, env_for, McpEpisodes(self.episodes, _client(request)))
 
     def _named(self, request: Request) -> tuple[str | None, ServiceIncidentEnvironment]:
         """The episode a GET names (query or header)."""
