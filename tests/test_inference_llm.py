@@ -247,3 +247,17 @@ def test_a_failing_model_endpoint_is_reported_and_counted_apart(tmp_path: Path) 
     assert {r.failure for r in records} == {"model"}
     assert "| stub-model | 0 | - |" in (tmp_path / "report.md").read_text()
     assert "stub-model: no episode measured the agent; not counted: 5 model" in result.stderr
+
+
+def test_a_refused_request_fails_its_episode_but_the_endpoint_is_still_called(tmp_path: Path) -> None:
+    too_long = (400, {"error": {"message": "This model's maximum context length is 8192 tokens.",
+                                "type": "invalid_request_error", "code": "context_length_exceeded"}}, {})
+    stub = ScriptedOpenAI({}, fallback=too_long)
+    result, _ = run_llm(tmp_path, stub, "--tasks", "easy", "--episodes", "5", "--concurrency", "1",
+                        "--in-process")
+    assert result.returncode == 1
+    # Not retried, and each episode still asks: a request refused says nothing of the next one.
+    assert sorted(stub.statuses.values()) == [[400]] * 5
+    records = decode((tmp_path / "episodes.jsonl").read_bytes())
+    assert [r.failure for r in records] == ["model"] * 5
+    assert all("BadRequestError (HTTP 400)" in (r.error or "") for r in records)

@@ -52,8 +52,9 @@ TOKEN_LIMIT_NAMES = ("max_tokens", "max_completion_tokens")
 DEFAULT_LLM_CONCURRENCY = 4
 MAX_RETRIES = 5
 REQUEST_TIMEOUT_S = 120.0
-# After this many calls in a row failed (each after its retries), later calls fail at once: an
-# endpoint that is down would otherwise cost every remaining episode its full retry schedule.
+# After this many calls in a row failed (each after its retries) for want of the endpoint (down,
+# throttling, refusing the key or the model), later calls fail at once: an endpoint that is down
+# would otherwise cost every remaining episode its full retry schedule.
 FAILURES_TO_STOP = 3
 # How much of an unusable reply is quoted back to the model.
 QUOTE_CHARS = 400
@@ -133,9 +134,12 @@ class LLMAgent:
             try:
                 response = await self._create(messages, options)
             except self._openai.APIError as exc:
-                self._failures += 1
-                self._last_failure = f"model endpoint {self.settings.base_url}: {_reason(exc)}"
-                raise EndpointFailure(self._last_failure) from None
+                reason = f"model endpoint {self.settings.base_url}: {_reason(exc)}"
+                # A request the endpoint refuses (too long, say) says nothing of the next one.
+                if not isinstance(exc, self._openai.BadRequestError | self._openai.UnprocessableEntityError):
+                    self._failures += 1
+                    self._last_failure = reason
+                raise EndpointFailure(reason) from None
         self._failures = 0
         usage = response.usage
         prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
