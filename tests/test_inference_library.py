@@ -10,6 +10,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from inference_support import EXPERT_FLOOR
 from openai.types.chat import ChatCompletionMessage
 
 from service_incident.environment import ServiceIncidentEnvironment
@@ -48,7 +49,6 @@ from service_incident.models import (
 )
 from service_incident.tasks import TASKS
 
-EXPERT_FLOOR = 0.85
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 
 

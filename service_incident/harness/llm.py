@@ -296,8 +296,9 @@ def user_prompt(observation: Observation, feedback: str | None = None, reply: Re
 
 
 def revealed(before: Observation, after: Observation) -> dict[str, Any]:
-    """What changed from one observation to the next: new or changed entries of each mapping, items
-    appended to each list (a list changed otherwise is given whole), and every other changed field."""
+    """What changed from one observation to the next: new or changed entries of each mapping, new or
+    changed items of each list (an alert whose value moved, the last action in the history), and
+    every other changed field."""
     old, new = msgspec.to_builtins(before), msgspec.to_builtins(after)
     changed: dict[str, Any] = {}
     for key, value in new.items():
@@ -308,8 +309,8 @@ def revealed(before: Observation, after: Observation) -> dict[str, Any]:
             entries = {k: v for k, v in value.items() if previous.get(k) != v}
             if entries:  # not when entries were only dropped
                 changed[key] = entries
-        elif isinstance(value, list) and isinstance(previous, list) and value[: len(previous)] == previous:
-            changed[key] = value[len(previous):]
+        elif isinstance(value, list) and isinstance(previous, list):
+            changed[key] = [item for item in value if item not in previous]
         else:
             changed[key] = value
     return changed
