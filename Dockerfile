@@ -1,21 +1,33 @@
 # Service Incident as an OpenEnv environment server (Hugging Face Space: sdk docker, app_port 8000).
-FROM python:3.11-slim
+# Not built by the tests or CI, which have no Docker engine; tests/test_install_paths.py runs the
+# same steps (a wheel of a fresh copy installed into a new environment, then `server`) without one.
 
-ENV PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1 \
-    PIP_NO_CACHE_DIR=1 \
+# First stage: the package as a wheel, from what `pip install .` reads (pyproject.toml, README.md as
+# the long description, and the three folders the package is made of).
+FROM python:3.11-slim AS wheel
+ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
-
-WORKDIR /app
+WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY service_incident ./service_incident
 COPY server ./server
 COPY client ./client
-RUN pip install . \
+RUN pip wheel --no-deps --wheel-dir /wheels .
+
+# The image: the installed wheel and its dependencies, run by an unprivileged user, no checkout.
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+COPY --from=wheel /wheels /wheels
+RUN pip install /wheels/*.whl \
+    && rm -rf /wheels \
     && useradd --create-home --uid 1000 app
 
 # Spaces run containers as uid 1000.
 USER app
+WORKDIR /home/app
 # All interfaces inside the container; the server's own default is loopback only.
 ENV HOST=0.0.0.0 \
     PORT=8000

@@ -1,25 +1,37 @@
 # Each target sets up the virtual environment it needs, so both work on a fresh machine.
+PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# The stock OpenEnv package for the interop tests lives in a venv of its own: it pulls in gradio,
+# fastapi and ~80 more packages that our runtime must not come to depend on by accident. It sits
+# inside .venv because tools that walk the tree (`openenv validate`, Docker contexts) skip .venv.
+OPENENV_VENV := $(VENV)/openenv
+
+$(VENV)/.installed: EXTRAS := test
+$(OPENENV_VENV)/.installed: EXTRAS := interop
+
+# A venv is known by the interpreter it runs: its base installation and version. One that another
+# Python made (or whose Python is gone) is rebuilt rather than reused.
+PYTHON_ID := import sys; print(sys.base_prefix, *sys.version_info[:2])
+WANTED_ID := $(shell $(PYTHON) -c '$(PYTHON_ID)' 2>/dev/null)
+ifeq ($(WANTED_ID),)
+$(error $(PYTHON) does not run: set PYTHON to a Python 3.11 or newer)
+endif
+ifneq ($(shell $(PY) -c '$(PYTHON_ID)' 2>/dev/null),$(WANTED_ID))
+$(VENV)/.installed: rebuild
+endif
+ifneq ($(shell $(OPENENV_VENV)/bin/python -c '$(PYTHON_ID)' 2>/dev/null),$(WANTED_ID))
+$(OPENENV_VENV)/.installed: rebuild
+endif
 
 # Setting up says nothing on stdout: `make run`'s stdout carries only inference.py's contract lines.
-$(VENV)/.installed: pyproject.toml
-	@echo "setting up $(VENV)" >&2
-	@python3 -m venv $(VENV)
-	@$(PY) -m pip install -q --upgrade pip >&2
-	@$(PY) -m pip install -q -e '.[test]' >&2
+%/.installed: pyproject.toml
+	@echo "setting up $*" >&2
+	@if [ "$$($*/bin/python -c '$(PYTHON_ID)' 2>/dev/null)" != "$(WANTED_ID)" ]; then \
+		rm -rf $* && $(PYTHON) -m venv $*; fi
+	@$*/bin/python -m pip install -q --upgrade pip >&2
+	@$*/bin/python -m pip install -q -e '.[$(EXTRAS)]' >&2
 	@touch $@
-
-# The stock OpenEnv package for the interop tests lives in its own venv: it pulls in gradio, fastapi
-# and ~80 more packages that our runtime must not come to depend on by accident.
-# tests/conftest.py looks for it there (or wherever OPENENV_PYTHON points).
-OPENENV_VENV := .venvs/openenv
-
-$(OPENENV_VENV)/.installed: pyproject.toml
-	python3 -m venv $(OPENENV_VENV)
-	$(OPENENV_VENV)/bin/python -m pip install -q --upgrade pip
-	$(OPENENV_VENV)/bin/python -m pip install -q -e '.[interop]'
-	touch $@
 
 # The browser tests (tests/test_web_page.py) drive Debian's Chromium through its chromedriver, which
 # always match, being built from one source. Installed with apt-get when missing (CI runs as root);
@@ -27,7 +39,7 @@ $(OPENENV_VENV)/.installed: pyproject.toml
 # driver download: browsers are only to be had from Debian's packages here.
 BROWSER_PACKAGES := chromium chromium-driver fonts-dejavu-core
 
-.PHONY: run test lint browser
+.PHONY: run test lint browser clean rebuild
 browser:
 	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -44,5 +56,11 @@ run: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
 
+# tests/conftest.py finds the stock OpenEnv venv through OPENENV_PYTHON.
 test: lint $(OPENENV_VENV)/.installed browser
-	$(PY) -m pytest -q
+	OPENENV_PYTHON=$(OPENENV_VENV)/bin/python $(PY) -m pytest -q
+
+# Everything the targets above and the tests leave behind; tracked files are never touched.
+clean:
+	rm -rf $(VENV) .venvs build results test-artifacts .pytest_cache .ruff_cache *.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,62 +1,9 @@
-"""The generated incident dataset: build the frozen evaluation set, validate it, export it.
+"""The generated incident dataset: `python data.py build | validate | export DIR` (see --help).
 
-    python data.py build      # regenerate service_incident/incidents/generated_eval.jsonl
-    python data.py validate   # check the file against the generator and print the solvability table
-    python data.py export DIR # copy the evaluation set as JSON Lines for a dataset loader
+The same command is installed as `service-incident-dataset`.
 """
 
-from __future__ import annotations
-
-import argparse
-import shutil
-import sys
-from pathlib import Path
-
-from service_incident import dataset
-from service_incident.harness.solvability import solvability_table
-
-EVAL_PATH = Path(__file__).resolve().parent / "service_incident" / "incidents" / dataset.EVAL_FILE
-
-
-def build() -> int:
-    EVAL_PATH.write_bytes(dataset.encode(dataset.build()))
-    print(f"wrote {EVAL_PATH} ({len(dataset.build())} incidents)")
-    return 0
-
-
-def validate(seeds: int) -> int:
-    fresh = dataset.encode(dataset.build())
-    if EVAL_PATH.read_bytes() != fresh:
-        print(f"{EVAL_PATH} differs from what the generator builds: run `python data.py build`", file=sys.stderr)
-        return 1
-    print(f"{EVAL_PATH.name}: {len(dataset.decode(fresh))} incidents, identical to a fresh build")
-    print(solvability_table(seeds))
-    return 0
-
-
-def export(folder: Path) -> int:
-    folder.mkdir(parents=True, exist_ok=True)
-    target = folder / dataset.EVAL_FILE
-    shutil.copyfile(EVAL_PATH, target)
-    print(f"exported {target}")
-    return 0
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("build", help="regenerate the frozen evaluation set")
-    check = commands.add_parser("validate", help="check the evaluation set and measure solvability")
-    check.add_argument("--seeds", type=int, default=1000, help="training seeds per difficulty to play")
-    out = commands.add_parser("export", help="copy the evaluation set to a folder")
-    out.add_argument("folder", type=Path)
-    args = parser.parse_args()
-    if args.command == "build":
-        return build()
-    if args.command == "validate":
-        return validate(args.seeds)
-    return export(args.folder)
-
+from service_incident.harness.dataset_cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -27,8 +27,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,9 @@ from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.models import Action, Declare, InspectLogs, InspectMetrics, Observation
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from serving import STOCK_DIR, process_on_socket  # noqa: E402  (the stock side, shared with the interop tests)
+
 STOCK_PYTHON = Path(os.environ.get("OPENENV_PYTHON", ROOT / ".venvs" / "openenv" / "bin" / "python"))
 CONCURRENCY = (1, 16, 256)
 IDLE_SESSIONS = 1000
@@ -46,44 +48,6 @@ WARM_UP = 50  # untimed steps before each timed sequence
 # Sequential runs alternate between the stacks in rounds, so load from elsewhere on a shared machine
 # hits all of them alike rather than whichever ran at the wrong moment.
 ROUNDS = 5
-
-# openenv-wire.md section 11, verbatim in behaviour: the stock server's environment.
-STOCK_ENV = '''
-import os
-from typing import Any, Optional
-from uuid import uuid4
-from pydantic import Field
-from openenv.core.env_server.http_server import create_app
-from openenv.core.env_server.interfaces import Environment
-from openenv.core.env_server.types import Action, Observation, State
-
-class EchoAction(Action):
-    message: str = Field(..., min_length=1)
-
-class EchoObservation(Observation):
-    echoed_message: str = ""
-    message_length: int = 0
-
-class EchoEnvironment(Environment):
-    SUPPORTS_CONCURRENT_SESSIONS = True
-    def __init__(self):
-        super().__init__()
-        self._state = State(episode_id=str(uuid4()))
-    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kw: Any):
-        self._state = State(episode_id=episode_id or str(uuid4()), step_count=0)
-        return EchoObservation(echoed_message="ready", reward=0.0, metadata={"seed": seed})
-    def step(self, action: EchoAction, timeout_s=None, **kw):
-        self._state.step_count += 1
-        n = len(action.message)
-        return EchoObservation(echoed_message=action.message, message_length=n, reward=min(n * 0.1, 1.0),
-                               done=action.message == "bye", metadata={"step": self._state.step_count})
-    @property
-    def state(self):
-        return self._state
-
-app = create_app(EchoEnvironment, EchoAction, EchoObservation, env_name="echo_env",
-                 max_concurrent_envs=int(os.getenv("MAX_CONCURRENT_ENVS", "2")))
-'''
 
 # The stock load generator: the stock async EnvClient, as openenv-wire.md section 11 writes it.
 STOCK_LOAD = '''
@@ -149,14 +113,6 @@ for line in sys.stdin:
     print(json.dumps(asyncio.run(run)), flush=True)
 '''
 
-# Serves a stock app on an inherited socket. (`uvicorn --fd` takes any descriptor for a Unix socket,
-# so TCP_NODELAY is never set and Nagle's algorithm adds ~40 ms to every HTTP reply.)
-SERVE_ON_FD = """
-import socket, sys, uvicorn
-config = uvicorn.Config(sys.argv[2], log_level="warning")
-uvicorn.Server(config).run(sockets=[socket.socket(fileno=int(sys.argv[1]))])
-"""
-
 # The floor: a bare websockets server that answers every frame with canned bytes.
 FLOOR_SERVER = '''
 import asyncio, socket, sys
@@ -170,36 +126,6 @@ async def main():
         await asyncio.Future()
 asyncio.run(main())
 '''
-
-
-@contextmanager
-def process_on_socket(command: list[str], cwd: Path | None = None, env: dict[str, str] | None = None,
-                      ready_path: str | None = "/health") -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """Start `command` (with `{fd}` replaced) on a fresh loopback socket; yield its base URL."""
-    listener = socket.create_server(("127.0.0.1", 0), backlog=4096)
-    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    fd = str(listener.fileno())
-    process = subprocess.Popen([part.replace("{fd}", fd) for part in command], cwd=cwd,
-                               env={**os.environ, **(env or {})}, pass_fds=(listener.fileno(),),
-                               stdout=subprocess.DEVNULL)
-    listener.close()
-    try:
-        deadline = time.monotonic() + 60
-        while ready_path is not None:
-            try:
-                connection = http.client.HTTPConnection(url[7:], timeout=1)
-                connection.request("GET", ready_path)
-                if connection.getresponse().status == 200:
-                    break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{command[:3]} did not start")
-            time.sleep(0.1)
-        yield url, process
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 def cpu_s(pid: int) -> float:
@@ -220,7 +146,7 @@ class StockLoad:
     interleaved with ours instead of paying a 3 s import each time."""
 
     def __init__(self, stock_dir: Path, url: str) -> None:
-        self.process = subprocess.Popen([str(STOCK_PYTHON), "-c", STOCK_LOAD, url], cwd=stock_dir, text=True,
+        self.process = subprocess.Popen([str(STOCK_PYTHON), "-c", STOCK_LOAD, url], cwd=STOCK_DIR, text=True,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def run(self, command: str) -> dict[str, Any]:
@@ -441,11 +367,8 @@ def main() -> None:
     steps, seconds, http_requests = (300, 1.0, 200) if args.quick else (3000, 5.0, 2000)
     if not STOCK_PYTHON.exists():
         sys.exit(f"stock OpenEnv venv missing at {STOCK_PYTHON}: run `make test` first (or set OPENENV_PYTHON)")
-    stock_dir = ROOT / "test-artifacts" / "bench_stock"
-    stock_dir.mkdir(parents=True, exist_ok=True)
-    (stock_dir / "echo_env.py").write_text(STOCK_ENV)
     ours_settings = {"max_concurrent_envs": IDLE_SESSIONS + 64, "session_idle_timeout_s": 3600}
-    stock_command = [str(STOCK_PYTHON), "-c", SERVE_ON_FD, "{fd}", "echo_env:app"]
+    stock_command = [str(STOCK_PYTHON), str(STOCK_DIR / "serve.py"), "{fd}", "echo_env:app"]
 
     with ExitStack() as running:
         ours = running.enter_context(LocalServer(ours_settings))
@@ -455,8 +378,8 @@ def main() -> None:
         floor_url, _ = running.enter_context(process_on_socket(
             [sys.executable, "-c", FLOOR_SERVER, "{fd}", str(frame_bytes)], ready_path=None))
         stock_url, stock_server = running.enter_context(process_on_socket(
-            stock_command, cwd=stock_dir, env={"MAX_CONCURRENT_ENVS": "300"}))
-        stock = StockLoad(stock_dir, stock_url)
+            stock_command, cwd=STOCK_DIR, env={"MAX_CONCURRENT_ENVS": "300"}))
+        stock = StockLoad(STOCK_DIR, stock_url)
         running.callback(stock.close)
 
         seq: dict[str, list[float]] = {"step": [], "reset": [], "transport": [], "stock": [], "floor": []}

@@ -14,12 +14,14 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from service_incident.models import Action, Observation, State
+from service_incident.models import Action, Observation, ResetRequest, RewardMode, State, parse_action
 
 from .base import (
     CapacityReached,
+    ConnectionFailed,
     EnvClient,
     EnvClientError,
+    NoReply,
     ServerError,
     SessionClosed,
     StepResult,
@@ -29,11 +31,15 @@ from .local import LocalServer
 
 __all__ = [
     "CapacityReached",
+    "ConnectionFailed",
     "EnvClient",
     "EnvClientError",
     "LocalServer",
+    "NoReply",
     "ServerError",
+    "ServiceIncidentAction",
     "ServiceIncidentEnv",
+    "ServiceIncidentObservation",
     "SessionClosed",
     "StepResult",
     "SyncEnvClient",
@@ -45,11 +51,16 @@ class ServiceIncidentEnv(EnvClient[Action, Observation, State]):
 
     _server: LocalServer | None = None
 
+    def __init__(self, base_url: str, *, provider: object = None, **options: Any) -> None:
+        # OpenEnv's AutoEnv passes the container provider it started, None for a running server.
+        super().__init__(base_url, **options)
+
     @classmethod
     def launch(cls, settings: Mapping[str, object] | None = None, **options: Any) -> ServiceIncidentEnv:
         """Start a private server process (blocks until it is ready) and a client bound to it.
 
-        Closing the client stops the server. `settings` are server settings, `options` client ones.
+        Closing the client stops the server, and so does the end of this process, however it ends.
+        `settings` are server settings, `options` client ones.
         """
         server = LocalServer(settings)
         client = cls(server.start(), **options)
@@ -63,9 +74,12 @@ class ServiceIncidentEnv(EnvClient[Action, Observation, State]):
         seed: int | None = None,
         incident_id: str | None = None,
         episode_id: str | None = None,
+        reward_mode: RewardMode = "final",
     ) -> StepResult[Observation]:
-        given = {"task_id": task_id, "seed": seed, "incident_id": incident_id, "episode_id": episode_id}
-        return await super().reset(**{k: v for k, v in given.items() if v is not None})
+        """Start an episode: the fields of `service_incident.models.ResetRequest`."""
+        request = ResetRequest(task_id=task_id, seed=seed, incident_id=incident_id, episode_id=episode_id,
+                               reward_mode=reward_mode)
+        return await self._reset(request)
 
     def _parse_result(self, result: StepResult[Observation]) -> StepResult[Observation]:
         # On the wire reward and done travel beside the observation; put them back in it.
@@ -80,3 +94,15 @@ class ServiceIncidentEnv(EnvClient[Action, Observation, State]):
             if self._server is not None:
                 server, self._server = self._server, None
                 await asyncio.to_thread(server.stop)
+
+
+class ServiceIncidentAction:
+    """The action class OpenEnv's `AutoAction` finds: `ServiceIncidentAction(action="inspect_logs",
+    target="db")` is the typed action (here an `InspectLogs`), validated like any other."""
+
+    def __new__(cls, **fields: Any) -> Action:  # type: ignore[misc]
+        return parse_action(fields)
+
+
+# The observation class by OpenEnv's naming convention.
+ServiceIncidentObservation = Observation

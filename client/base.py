@@ -1,15 +1,21 @@
 """A generic async OpenEnv client: one WebSocket session, typed with msgspec, low overhead per step.
 
 Wire-compatible with any OpenEnv server (stock `create_app` servers included): it speaks `/ws` as
-OpenEnv defines it. It improves on the stock client where that one is weak:
+OpenEnv defines it, with the frames of `service_incident.server.protocol`, which the server uses
+too. It improves on the stock client where that one is weak:
 
 * A call that times out or is cancelled never shifts later replies onto the wrong request. The
   protocol has no request ids, but the server answers strictly in order, so the client counts the
   replies still owed for abandoned calls and discards them before reading its own. The session
-  (and the episode in it) survives the timeout.
-* Server errors raise `ServerError` carrying OpenEnv's error code; a closed socket raises
-  `SessionClosed` with the close code and reason (1001 idle timeout, 1009 frame too big, ...).
-* Frames are encoded and decoded by msgspec, with decoders built once per client class.
+  (and the episode in it) survives the timeout. If even the owed replies do not come within a
+  whole timeout, the session is given up: the call raises `NoReply`, later calls `SessionClosed`,
+  and `reset()` opens a new session. A `reset()` never waits on late replies at all: it starts a
+  new episode anyway, so it starts it on a new session.
+* Server errors raise `ServerError` carrying OpenEnv's error code (`CapacityReached` for a full
+  server, on every attempt); a closed socket raises `SessionClosed` with the close code and reason
+  (1001 idle timeout, 1009 frame too big, 1011 no answer to pings, ...); a server that cannot be
+  reached raises `ConnectionFailed` with the URL. A server that stops answering pings is noticed
+  within the ping interval plus the ping timeout.
 """
 
 from __future__ import annotations
@@ -26,13 +32,22 @@ from urllib.parse import urlsplit
 import msgspec
 from msgspec import Struct
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
+
+from service_incident.server.protocol import (
+    CloseMessage,
+    ErrorCode,
+    ErrorFrame,
+    ObservationFrame,
+    ResetMessage,
+    StateFrame,
+    StateMessage,
+    StepMessage,
+)
 
 ActT = TypeVar("ActT")
 ObsT = TypeVar("ObsT")
 StateT = TypeVar("StateT")
-
-CAPACITY_REACHED = "CAPACITY_REACHED"
 
 
 class EnvClientError(RuntimeError):
@@ -63,6 +78,19 @@ class SessionClosed(EnvClientError, ConnectionError):
         self.reason = reason
 
 
+class ConnectionFailed(EnvClientError, ConnectionError):
+    """No session could be opened at `url`: nothing listening, no answer in time, or a refused handshake."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"cannot open a session at {url}: {reason}")
+        self.url = url
+        self.reason = reason
+
+
+class NoReply(EnvClientError, TimeoutError):
+    """No reply within the message timeout."""
+
+
 class StepResult(Struct, Generic[ObsT]):
     """One reset or step: exactly the `data` of OpenEnv's observation frame."""
 
@@ -72,48 +100,15 @@ class StepResult(Struct, Generic[ObsT]):
     metadata: dict[str, Any] | None = None
 
 
-# --- frames -------------------------------------------------------------------------------------
-
-
-class _Out(Struct, tag_field="type"):
-    pass
-
-
-class _Reset(_Out, tag="reset"):
-    data: dict[str, Any]
-
-
-class _Step(_Out, tag="step"):
-    data: Any
-
-
-class _State(_Out, tag="state"):
-    pass
-
-
-class _Close(_Out, tag="close"):
-    pass
-
-
-class _ObservationFrame(Struct, Generic[ObsT], tag_field="type", tag="observation"):
-    data: StepResult[ObsT]
-
-
-class _StateFrame(Struct, Generic[StateT], tag_field="type", tag="state"):
-    data: StateT
-
-
-class _ErrorFrame(Struct, tag_field="type", tag="error"):
-    data: dict[str, Any]
-
-
 _encode = msgspec.json.Encoder().encode
-_STATE = _encode(_State())
-_CLOSE = _encode(_Close())
+_STATE = _encode(StateMessage())
+_CLOSE = _encode(CloseMessage())
 
 
 def _decoder(obs_type: Any, state_type: Any) -> msgspec.json.Decoder[Any]:
-    return msgspec.json.Decoder(_ObservationFrame[obs_type] | _StateFrame[state_type] | _ErrorFrame)
+    return msgspec.json.Decoder(
+        ObservationFrame[StepResult[obs_type]] | StateFrame[state_type] | ErrorFrame[dict[str, Any]]  # type: ignore[valid-type]
+    )
 
 
 def ws_url(base_url: str) -> str:
@@ -179,7 +174,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self.compression = compression
         self._ws: ClientConnection | None = None
         self._owed = 0  # replies the server still owes for calls that gave up waiting
-        self._lost: SessionClosed | None = None  # why the server closed the session, until a reset
+        self._lost: SessionClosed | None = None  # why the session ended, until a reset
         self._lock = asyncio.Lock()
 
     # --- hooks for subclasses ---
@@ -194,31 +189,42 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
     # --- session ---
 
     async def connect(self) -> Self:
-        if self._ws is None:
+        if self._ws is not None:
+            return self
+        try:
             self._ws = await connect(
                 self.url,
                 open_timeout=self.connect_timeout_s,
                 max_size=self.max_message_bytes,
                 ping_interval=self.ping_interval_s,
                 ping_timeout=self.ping_timeout_s,
+                # A peer that stopped answering pings will not answer a close either: waiting the
+                # default 10 s for it would hide a frozen server that long.
+                close_timeout=self.ping_timeout_s if self.ping_timeout_s is not None else 10.0,
                 additional_headers=self.headers,
                 compression="deflate" if self.compression else None,
                 # Proxies from the environment must not capture traffic to this machine.
                 proxy=None if _is_loopback(self.url) else True,
             )
-            self._owed = 0
+        except InvalidStatus as exc:
+            raise ConnectionFailed(self.url, f"the server answered HTTP {exc.response.status_code}") from None
+        except TimeoutError:
+            raise ConnectionFailed(self.url, f"no handshake within {self.connect_timeout_s:g} s") from None
+        except (OSError, InvalidHandshake, InvalidURI) as exc:
+            raise ConnectionFailed(self.url, str(exc) or type(exc).__name__) from None
+        self._owed = 0
         return self
 
     async def reset(self, **options: Any) -> StepResult[ObsT]:
         """Start an episode. A reset begins afresh anyway, so it reopens a session the server closed."""
-        return self._observation(await self._call(_encode(_Reset(options)), reopen=True))
+        return await self._reset(options)
 
     async def step(self, action: ActT) -> StepResult[ObsT]:
-        return self._observation(await self._call(_encode(_Step(self._step_payload(action)))))
+        return self._observation(await self._call(_encode(StepMessage(self._step_payload(action)))))
 
     async def state(self) -> StateT:
         frame = await self._call(_STATE)
-        if not isinstance(frame, _StateFrame):
+        if not isinstance(frame, StateFrame):
             raise EnvClientError(f"expected a state frame, got {type(frame).__name__}")
         return frame.data
 
@@ -243,12 +249,23 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
 
     # --- one request, one reply ---
 
-    async def _call(self, message: bytes, *, reopen: bool = False) -> Any:
+    async def _reset(self, data: Any) -> StepResult[ObsT]:
+        return self._observation(await self._call(_encode(ResetMessage(data)), fresh=True))
+
+    def _abandon(self) -> None:
+        """Drop the socket without a closing handshake; the server frees the session when it notices."""
+        ws, self._ws = self._ws, None
+        if ws is not None:
+            ws.transport.abort()
+
+    async def _call(self, message: bytes, *, fresh: bool = False) -> Any:
+        """Send one frame and read its reply. `fresh` (a reset) may start over on a new session."""
         async with self._lock:
-            if self._lost is not None:
-                if not reopen:
-                    raise self._lost
+            if fresh and (self._lost is not None or self._owed):
+                self._abandon()
                 self._lost = None
+            if self._lost is not None:
+                raise self._lost
             await self.connect()
             ws = self._ws
             assert ws is not None
@@ -260,8 +277,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 # Interrupted mid-send: whether the server got the frame is unknown, so no reply count
                 # can be trusted any more. Drop the socket (the server frees the session); the next
                 # call starts over on a new one.
-                self._ws = None
-                ws.transport.abort()
+                self._abandon()
                 raise
             self._owed += 1
             try:
@@ -270,7 +286,12 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                         raw = await ws.recv(decode=False)
                         self._owed -= 1
             except TimeoutError:
-                raise TimeoutError(f"no reply within {self.message_timeout_s:g} s") from None
+                if self._owed > 1:
+                    # Not even the replies owed from before came within a whole timeout: waiting
+                    # longer would wedge every later call behind them.
+                    self._abandon()
+                    self._lost = SessionClosed(None, "given up after replies did not come; reset() opens a new one")
+                raise NoReply(f"no reply from {self.url} within {self.message_timeout_s:g} s") from None
             except ConnectionClosed as closed:
                 self._ws = None
                 frame = closed.rcvd
@@ -280,14 +301,20 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             frame = self._decoder.decode(raw)
         except msgspec.DecodeError as exc:  # validation errors included
             raise EnvClientError(f"unexpected reply from the server: {exc}") from None
-        if isinstance(frame, _ErrorFrame):
+        if isinstance(frame, ErrorFrame):
             data = frame.data
             code, text = str(data.get("code", "UNKNOWN")), str(data.get("message", "Unknown error"))
-            raise (CapacityReached if code == CAPACITY_REACHED else ServerError)(code, text, data)
+            if code == ErrorCode.CAPACITY_REACHED:
+                # The server closes the socket after this frame: the next call must connect afresh
+                # (and may find a free slot) rather than read that close.
+                async with self._lock:
+                    self._abandon()
+                raise CapacityReached(code, text, data)
+            raise ServerError(code, text, data)
         return frame
 
     def _observation(self, frame: Any) -> StepResult[ObsT]:
-        if not isinstance(frame, _ObservationFrame):
+        if not isinstance(frame, ObservationFrame):
             raise EnvClientError(f"expected an observation frame, got {type(frame).__name__}")
         return self._parse_result(frame.data)
 

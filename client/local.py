@@ -1,7 +1,9 @@
 """Run the server as a child process on a free loopback port, for embedded use and tests.
 
 The parent binds the socket and hands it to the child (`server --fd`), so there is no window in
-which another process can take the port between choosing it and serving on it.
+which another process can take the port between choosing it and serving on it. The child's standard
+input is a pipe from the parent that is never written: the kernel closes it when the parent exits,
+however it exits (SIGKILL included), and the child stops then (`server --exit-with-stdin`).
 """
 
 from __future__ import annotations
@@ -50,10 +52,10 @@ class LocalServer:
         env = {**os.environ, "LOG_LEVEL": "warning", **{k.upper(): str(v) for k, v in self.settings.items()}}
         try:
             self.process = subprocess.Popen(
-                [self.python, "-m", "service_incident.server.app", "--fd", str(listener.fileno())],
+                [self.python, "-m", "service_incident.server", "--fd", str(listener.fileno()), "--exit-with-stdin"],
                 pass_fds=(listener.fileno(),),
                 env=env,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,
                 # The embedding program's stdout may be a contract (inference.py's): the server's
                 # output, if any, goes to stderr.
                 stdout=sys.stderr,
@@ -84,6 +86,8 @@ class LocalServer:
         process, self.process = self.process, None
         if process is None:
             return
+        assert process.stdin is not None
+        process.stdin.close()
         process.terminate()
         try:
             process.wait(timeout=10)

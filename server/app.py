@@ -1,8 +1,8 @@
 """The ASGI app (`app`, `create_app`) and the `server` console script (`main`).
 
 Serve with `server` (reads the settings from the environment, see settings.py) or, equivalently for
-the HTTP routes, `uvicorn service_incident.server.app:app`; only `server` applies the WebSocket
-limits (frame size, keepalive), which are uvicorn options rather than app options.
+the HTTP routes, `uvicorn service_incident.server.app:app`; only `server` applies the transport
+limits (frame size, keepalive, request heads), which are uvicorn options rather than app options.
 `/web` serves the page (`/` redirects there); with `RESULTS_DIR` set, `/results/` serves that folder
 of inference results for the page to replay.
 """
@@ -11,25 +11,30 @@ from __future__ import annotations
 
 import argparse
 import socket
+import sys
+import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import anyio
 import uvicorn
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
-from starlette.staticfiles import StaticFiles
 
-from .http_api import JSON, HttpApi
+from .errors import EXCEPTION_HANDLERS, JSON
+from .guard import OriginPolicy, RequestGuard
+from .http_api import HttpApi, is_loopback
 from .http_episodes import EpisodeStore
+from .mcp import McpEndpoint
 from .openapi import openapi_document
 from .protocol import encode
-from .sessions import SessionRegistry
+from .sessions import Clock, SessionRegistry
 from .settings import Settings
-from .webui import WebUI
+from .webui import ResultFiles, WebUI
 from .ws import SessionEndpoint
 
 # Bounds on how often idle sessions and episodes are looked for: often enough for short test
@@ -37,23 +42,26 @@ from .ws import SessionEndpoint
 _REAP_MIN_S, _REAP_MAX_S = 0.05, 5.0
 
 
-def create_app(settings: Settings | None = None) -> Starlette:
+def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) -> Starlette:
+    """The app. `clock` times idle sessions and episodes (tests pass one they can move)."""
     settings = settings or Settings.load()
-    registry = SessionRegistry(settings.max_concurrent_envs, settings.session_idle_timeout_s)
-    episodes = EpisodeStore(settings.http_max_episodes, settings.http_episode_idle_timeout_s)
+    registry = SessionRegistry(settings.max_concurrent_envs, settings.session_idle_timeout_s, clock)
+    episodes = EpisodeStore(settings.http_max_episodes, settings.http_max_episodes_per_client,
+                            settings.http_episode_idle_timeout_s, clock)
+    api = HttpApi(episodes, registry, _implicit_policy(settings))
+    mcp = McpEndpoint(api.openenv_mcp, settings.http_max_episodes, settings.http_episode_idle_timeout_s)
     interval = min(settings.session_idle_timeout_s, settings.http_episode_idle_timeout_s) / 4
     interval = min(max(interval, _REAP_MIN_S), _REAP_MAX_S)
 
     async def reap_forever() -> None:
         while True:
             await anyio.sleep(interval)
-            now = time.monotonic()
-            registry.reap(now)
-            episodes.expire(now)
+            registry.reap()
+            episodes.expire()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with anyio.create_task_group() as tasks:
+        async with mcp.running(), anyio.create_task_group() as tasks:
             tasks.start_soon(reap_forever)
             yield
             tasks.cancel_scope.cancel()
@@ -63,15 +71,32 @@ def create_app(settings: Settings | None = None) -> Starlette:
     async def openapi_json(request: Request) -> Response:
         return Response(openapi, media_type=JSON)
 
+    origins = OriginPolicy(settings.origins)
     routes: list[BaseRoute] = [
-        WebSocketRoute("/ws", SessionEndpoint(registry).serve),
+        WebSocketRoute("/ws", SessionEndpoint(registry, origins).serve),
         Route("/openapi.json", openapi_json, methods=["GET"]),
-        *HttpApi(episodes, registry).routes(),
+        Route("/mcp", mcp),
+        *api.routes(),
         *WebUI().routes(),
     ]
     if settings.results_dir is not None:
-        routes.append(Mount("/results", StaticFiles(directory=settings.results_dir)))
-    return Starlette(routes=routes, lifespan=lifespan)
+        routes.append(Mount("/results", ResultFiles(directory=settings.results_dir)))
+    guard = Middleware(RequestGuard, origins=origins, max_body_bytes=settings.http_max_body_bytes,
+                       body_timeout_s=settings.http_timeout_s)
+    return Starlette(routes=routes, middleware=[guard], exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)
+
+
+def _implicit_policy(settings: Settings) -> Callable[[Request], bool]:
+    """Whether a request without an episode id may continue the latest episode (HTTP_IMPLICIT_EPISODE).
+
+    "auto" needs both the setting's host and the address the request arrived on to be loopback: the
+    setting alone cannot tell, since `uvicorn --host 0.0.0.0` does not go through the settings.
+    """
+    if settings.http_implicit_episode != "auto":
+        return lambda request: settings.http_implicit_episode == "true"
+    if not is_loopback(settings.host):
+        return lambda request: False
+    return lambda request: is_loopback(request.scope["server"][0] if request.scope.get("server") else "")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -80,19 +105,33 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", help="interface to bind (HOST; default 127.0.0.1, use 0.0.0.0 in a container)")
     parser.add_argument("--port", type=int, help="port to bind (PORT; default 8000)")
     parser.add_argument("--fd", type=int, help="serve on this already-bound socket (used by LocalServer)")
+    parser.add_argument("--exit-with-stdin", action="store_true",
+                        help="stop when standard input closes: the launching process ended, however it ended")
     args = parser.parse_args(argv)
     overrides = {name: value for name in ("host", "port") if (value := getattr(args, name)) is not None}
     settings = Settings.load(**overrides)
     options = settings.uvicorn_options()
-    if args.fd is None:
-        uvicorn.run(create_app(settings), **options)
-        return
-    # uvicorn's own `fd` option takes the socket for a Unix one, so TCP_NODELAY is never set and
-    # Nagle's algorithm stalls replies written in two parts by ~40 ms. A socket object built from
-    # the descriptor knows its real family.
-    del options["host"], options["port"], options["workers"]
+    sockets = None
+    if args.fd is not None:
+        # uvicorn's own `fd` option takes the socket for a Unix one, so TCP_NODELAY is never set and
+        # Nagle's algorithm stalls replies written in two parts by ~40 ms. A socket object built from
+        # the descriptor knows its real family.
+        del options["host"], options["port"]
+        sockets = [socket.socket(fileno=args.fd)]
+    del options["workers"]  # one process, which uvicorn.Server is
     server = uvicorn.Server(uvicorn.Config(create_app(settings), **options))
-    server.run(sockets=[socket.socket(fileno=args.fd)])
+    if args.exit_with_stdin:
+        threading.Thread(target=_stop_at_eof, args=(server,), name="exit-with-stdin", daemon=True).start()
+    server.run(sockets=sockets)
+
+
+def _stop_at_eof(server: uvicorn.Server) -> None:
+    # The kernel closes the parent's end of the pipe when the parent exits, SIGKILL included, so
+    # this read returns then whatever happened to it; a parent-death signal would fire on the exit of
+    # the launching thread instead, which for a client's event-loop thread is far too early.
+    while sys.stdin.buffer.read(65536):
+        pass
+    server.should_exit = True
 
 
 app = create_app()

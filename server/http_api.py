@@ -1,42 +1,53 @@
-"""The HTTP routes: OpenEnv's simulation endpoints (stateful here), discovery endpoints, MCP and tasks."""
+"""The HTTP routes: OpenEnv's simulation endpoints (stateful here), discovery endpoints, MCP and tasks.
+
+An episode is named by the id `/reset` returned: the `Episode-Id` header, `episode_id` in a step's
+body or a GET's query. Whether a request that names none continues the latest episode is the
+`implicit` policy (on for a server reachable from this machine only): a curl walkthrough keeps
+working there, and a public server answers 400 instead, so nobody reaches another's episode.
+"""
 
 from __future__ import annotations
 
 import importlib.metadata
+import ipaddress
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import msgspec
 from msgspec import Meta, Struct
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from service_incident.environment import ServiceIncidentEnvironment
-from service_incident.models import (
-    Action,
-    InvalidAction,
-    InvalidReset,
-    Observation,
-    ResetRequest,
-    parse_action,
-    schemas,
-)
+from service_incident.models import Action, Observation, ResetRequest, State, parse_action, schemas
 from service_incident.tasks import catalogue
 
 from . import mcp
+from .errors import JSON, json_response
 from .http_episodes import EpisodeStore, UnknownEpisode
-from .protocol import ErrorDetail, ProtocolError, encode, http_step_payload, invalid
+from .protocol import (
+    EPISODE_ID_PATTERN,
+    ProtocolError,
+    core_error,
+    decode_json,
+    encode,
+    http_step_payload,
+    invalid,
+    valid_episode_id,
+)
 from .sessions import SessionRegistry
 
 EPISODE_HEADER = "Episode-Id"
-JSON = "application/json"
+EpisodeId = Annotated[str, Meta(pattern=EPISODE_ID_PATTERN)]
 
 
 class StepOptions(Struct, kw_only=True, forbid_unknown_fields=True):
     """Keys a step request may carry beside the action. OpenEnv's `timeout_s` and `request_id` are
     accepted for compatibility and have no effect: a step never waits on anything."""
 
-    episode_id: str | None = None
+    episode_id: EpisodeId | None = None
     timeout_s: Annotated[float, Meta(gt=0)] | None = None
     request_id: Annotated[str, Meta(max_length=255)] | None = None
 
@@ -47,14 +58,6 @@ class StepRequest(StepOptions, kw_only=True):
     action: Action
 
 
-class ValidationFailure(Struct):
-    detail: list[ErrorDetail]
-
-
-class Failure(Struct):
-    detail: str
-
-
 class Grade(Struct):
     episode_id: str | None
     done: bool
@@ -62,7 +65,9 @@ class Grade(Struct):
     breakdown: dict[str, float] | None
 
 
-class Health(Struct):
+class ServerHealth(Struct):
+    """`/health`: liveness and how full the server is (not an incident's service health)."""
+
     active_sessions: int
     max_sessions: int
     http_episodes: int
@@ -79,13 +84,17 @@ class EnvironmentMetadata(Struct):
 
 
 def environment_metadata() -> EnvironmentMetadata:
-    dist = importlib.metadata.metadata("service-incident")
+    dist = importlib.metadata.metadata("openenv-service-incident")
     return EnvironmentMetadata("service_incident", dist["Summary"], version=dist["Version"])
 
 
-def _json(body: Any, status: int = 200, episode_id: str | None = None) -> Response:
-    headers = {EPISODE_HEADER: episode_id} if episode_id else None
-    return Response(encode(body), status, headers, media_type=JSON)
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 _STEP_OPTIONS = frozenset(StepOptions.__struct_fields__)
@@ -93,12 +102,7 @@ _STEP_OPTIONS = frozenset(StepOptions.__struct_fields__)
 
 def parse_step(body: bytes) -> tuple[Action, StepOptions]:
     """Both OpenEnv's `{"action": {...}}` and the flat `{"action": "inspect_logs", "target": "db"}`."""
-    try:
-        fields = msgspec.json.decode(body or b"null", type=dict[str, Any])
-    except msgspec.ValidationError as exc:
-        raise invalid("Invalid body", str(exc)) from None
-    except msgspec.DecodeError as exc:
-        raise invalid("Invalid JSON", str(exc)) from None
+    fields = decode_json(body or b"null", dict[str, Any])
     try:
         options = msgspec.convert({k: fields.pop(k) for k in _STEP_OPTIONS & fields.keys()}, StepOptions)
     except msgspec.ValidationError as exc:
@@ -111,14 +115,29 @@ def parse_step(body: bytes) -> tuple[Action, StepOptions]:
         fields = wrapped
     try:
         return parse_action(fields), options
-    except InvalidAction as exc:
-        raise invalid("Invalid action", str(exc)) from None
+    except ValueError as exc:
+        raise core_error(exc) or exc from None
+
+
+class McpEpisodes:
+    """The episode store as `mcp.handle` calls it, on behalf of one client."""
+
+    def __init__(self, store: EpisodeStore, client: str) -> None:
+        self.store = store
+        self.client = client
+
+    def reset(self, request: ResetRequest) -> tuple[str, Observation]:
+        return self.store.start(request, self.client)
+
+    def close(self, episode_id: str) -> bool:
+        return self.store.close(episode_id)
 
 
 class HttpApi:
-    def __init__(self, episodes: EpisodeStore, sessions: SessionRegistry) -> None:
+    def __init__(self, episodes: EpisodeStore, sessions: SessionRegistry, implicit: Callable[[Request], bool]) -> None:
         self.episodes = episodes
         self.sessions = sessions
+        self.implicit = implicit
         self._metadata = encode(environment_metadata())
         self._schema = encode({**schemas(), "reset_observation": msgspec.json.schema(Observation)})
         self._tasks = encode(catalogue())
@@ -133,60 +152,37 @@ class HttpApi:
             Route("/schema", self.schema, methods=["GET"]),
             Route("/tasks", self.tasks, methods=["GET"]),
             Route("/grade", self.grade, methods=["GET"]),
-            Route("/mcp", self.mcp, methods=["POST"]),
         ]
 
     async def reset(self, request: Request) -> Response:
         body = await request.body()
+        reset = decode_json(body, ResetRequest, "reset") if body.strip() else ResetRequest()
+        if reset.episode_id is not None and not valid_episode_id(reset.episode_id):
+            raise invalid("Invalid reset", "episode_id must be visible ASCII characters - at `$.episode_id`")
         try:
-            try:
-                reset = msgspec.json.decode(body, type=ResetRequest) if body.strip() else ResetRequest()
-            except msgspec.ValidationError as exc:
-                raise invalid("Invalid reset", str(exc)) from None
-            except msgspec.DecodeError as exc:
-                raise invalid("Invalid JSON", str(exc)) from None
-            try:
-                episode_id, observation = self.episodes.reset(reset)
-            except InvalidReset as exc:
-                raise invalid("Invalid reset", str(exc)) from None
-        except ProtocolError as error:
-            return _unprocessable(error)
+            episode_id, observation = self.episodes.start(reset, _client(request))
+        except ValueError as exc:
+            raise core_error(exc) or exc from None
         return self._observation(episode_id, observation)
 
     async def step(self, request: Request) -> Response:
-        try:
-            action, options = parse_step(await request.body())
-        except ProtocolError as error:
-            return _unprocessable(error)
-        try:
-            episode_id, env = self.episodes.get(options.episode_id or request.headers.get(EPISODE_HEADER))
-        except UnknownEpisode as exc:
-            return _json(Failure(str(exc)), 404)
+        action, options = parse_step(await request.body())
+        episode_id, env = self._episode(request, options.episode_id or self._header(request))
         return self._observation(episode_id, env.step(action))
 
     async def state(self, request: Request) -> Response:
-        try:
-            episode_id, env = self._named(request)
-        except UnknownEpisode as exc:
-            return _json(Failure(str(exc)), 404)
-        return _json(env.state, episode_id=episode_id)
+        episode_id, env = self._named(request)
+        return self._json(env.state, episode_id)
 
     async def grade(self, request: Request) -> Response:
         """The episode's score and breakdown: null until it has ended, so it is no scoring oracle."""
-        try:
-            episode_id, env = self._named(request)
-        except UnknownEpisode as exc:
-            return _json(Failure(str(exc)), 404)
+        episode_id, env = self._named(request)
         score, breakdown = env.grade()
-        return _json(Grade(episode_id=episode_id, done=env.state.done, score=score, breakdown=breakdown))
-
-    def _named(self, request: Request) -> tuple[str | None, ServiceIncidentEnvironment]:
-        """The episode a GET names (query or header), else the most recent one."""
-        return self.episodes.get(request.query_params.get("episode_id") or request.headers.get(EPISODE_HEADER))
+        return self._json(Grade(episode_id=episode_id, done=env.state.done, score=score, breakdown=breakdown))
 
     async def health(self, request: Request) -> Response:
         sessions = self.sessions
-        return _json(Health(sessions.active, sessions.capacity, len(self.episodes)))
+        return self._json(ServerHealth(sessions.active, sessions.capacity, len(self.episodes)))
 
     async def metadata(self, request: Request) -> Response:
         return Response(self._metadata, media_type=JSON)
@@ -197,17 +193,51 @@ class HttpApi:
     async def tasks(self, request: Request) -> Response:
         return Response(self._tasks, media_type=JSON)
 
-    async def mcp(self, request: Request) -> Response:
-        # Always HTTP 200: JSON-RPC carries its own errors, and OpenEnv's validator expects exactly that.
-        try:
-            call = msgspec.json.decode(await request.body())
-        except msgspec.DecodeError as exc:
-            return _json(mcp.parse_error(str(exc)))
-        return _json(mcp.handle(call, lambda session_id: self.episodes.get(session_id)[1], self.episodes))
+    def openenv_mcp(self, request: Request, call: Any) -> mcp.RpcResponse:
+        """One request of OpenEnv's JSON-RPC dialect at /mcp, acting only on the episode it names."""
+
+        def env_for(session_id: str | None) -> ServiceIncidentEnvironment:
+            try:
+                return self._episode(request, session_id)[1]
+            except (HTTPException, ProtocolError) as exc:
+                raise UnknownEpisode(exc.detail if isinstance(exc, HTTPException) else exc.message) from None
+
+        return mcp.handle(call, env_for, McpEpisodes(self.episodes, _client(request)))
+
+    def _named(self, request: Request) -> tuple[str | None, ServiceIncidentEnvironment]:
+        """The episode a GET names (query or header)."""
+        return self._episode(request, request.query_params.get("episode_id") or self._header(request))
+
+    @staticmethod
+    def _header(request: Request) -> str | None:
+        return request.headers.get(EPISODE_HEADER)
+
+    def _episode(self, request: Request, episode_id: str | None) -> tuple[str | None, ServiceIncidentEnvironment]:
+        """The named episode; without a name, the latest one if the policy allows, else a 400.
+
+        Before any episode (or after a failed reset) the latest is none, and a fresh environment
+        answers, as it would on a stock OpenEnv server.
+        """
+        if episode_id is not None:
+            if not valid_episode_id(episode_id):
+                raise invalid("Invalid episode id", "must be 1 to 255 visible ASCII characters - at `$.episode_id`")
+            return episode_id, self.episodes.get(episode_id)
+        if not self.implicit(request):
+            raise HTTPException(400, f"name the episode: send the {EPISODE_HEADER} header with the id /reset returned")
+        latest = self.episodes.latest
+        if latest is None:
+            return None, ServiceIncidentEnvironment()
+        return latest, self.episodes.get(latest)
 
     def _observation(self, episode_id: str | None, observation: Observation) -> Response:
-        return _json(http_step_payload(observation, episode_id), episode_id=episode_id)
+        return self._json(http_step_payload(observation, episode_id), episode_id)
+
+    @staticmethod
+    def _json(body: State | Struct, episode_id: str | None = None) -> Response:
+        return json_response(body, headers={EPISODE_HEADER: episode_id} if episode_id else None)
 
 
-def _unprocessable(error: ProtocolError) -> Response:
-    return _json(ValidationFailure(error.errors or []), 422)
+def _client(request: Request) -> str:
+    """Who is asking, for the per-client bound on episodes: the peer's address (behind a proxy, the
+    forwarded one, when uvicorn is told to trust the proxy's headers)."""
+    return request.client.host if request.client else ""

@@ -1,35 +1,66 @@
-"""JSON-RPC 2.0 for `POST /mcp` and the WebSocket `mcp` message: the actions exposed as MCP tools.
+"""The actions as MCP tools: the Model Context Protocol at `/mcp`, and OpenEnv's JSON-RPC dialect of it.
 
-Sans-I/O: `handle` maps one decoded request to one response. Every outcome, errors included, is a
-JSON-RPC response object, because OpenEnv's validator requires HTTP 200 with `"jsonrpc": "2.0"`.
+MCP clients (the official SDKs, IDEs, agent frameworks) speak streamable HTTP: `initialize`, then
+requests that carry the `Mcp-Session-Id` it issued. The official `mcp` SDK serves that part (sessions,
+`ping`, notifications answered 202, DELETE, body limits); here each session owns one episode, which
+its `reset` tool starts and its action tools play. Tool text is what the action revealed, not the
+whole observation again; the structured result is the step's full payload. Protocol revisions
+without a handshake (2026-07-28 on) have no session that could own an episode, so their discovery
+probe is answered with the handshake revisions, and clients fall back to `initialize`.
+
+OpenEnv's clients send bare JSON-RPC requests instead: `tools/list`, `tools/call` on the WebSocket's
+environment (the `mcp` message) or on an HTTP episode named by `session_id`, and
+`openenv/session/create|close`. `handle` answers those, sans-I/O; every outcome is a JSON-RPC
+response, because OpenEnv's validator requires HTTP 200 with `"jsonrpc": "2.0"`.
 """
 
 from __future__ import annotations
 
-import copy
+import importlib.metadata
 import logging
-from collections.abc import Callable
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
+import mcp.types as sdk
 import msgspec
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from msgspec import UNSET, Struct, UnsetType
+from starlette.requests import Request
+from starlette.types import Message, Receive, Scope, Send
 
 from service_incident.environment import ServiceIncidentEnvironment
-from service_incident.models import ACTION_TYPES, InvalidAction, InvalidReset, ResetRequest, parse_action
+from service_incident.integrations.text import TextEpisode
+from service_incident.integrations.tools import ACTION_TOOLS, RESET_TOOL, TOOLS_BY_NAME, ToolSpec
+from service_incident.models import InvalidAction, InvalidReset, ResetRequest, parse_action
 
 from .http_episodes import EpisodeStore, UnknownEpisode
-from .protocol import encode, step_payload
+from .protocol import ProtocolError, decode_json, encode, step_payload
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+
+SERVER_NAME = "service_incident"
+SESSION_HEADER = b"mcp-session-id"
+VERSION_HEADER = b"mcp-protocol-version"
+# The largest JSON-RPC request read for OpenEnv's dialect; the SDK bounds its own requests the same.
+MAX_BODY_BYTES = 4 * 1024 * 1024
 
 log = logging.getLogger(__name__)
 
 RequestId = str | int | None
 EnvResolver = Callable[[str | None], ServiceIncidentEnvironment]
+# Answers one request of OpenEnv's dialect on behalf of the HTTP request that carried it.
+OpenEnvDialect = Callable[["Request", Any], "RpcResponse"]
 
 
 class RpcError(Struct):
@@ -67,22 +98,11 @@ class _Fault(Exception):
         self.message = message
 
 
-def _tools() -> list[dict[str, Any]]:
-    # The tool name is the action tag, so the tag leaves the arguments schema.
-    _, components = msgspec.json.schema_components(ACTION_TYPES, ref_template="#/$defs/{name}")
-    tools = []
-    for cls in ACTION_TYPES:
-        tag = cls.__struct_config__.tag_field
-        schema = copy.deepcopy(components[cls.__name__])
-        del schema["properties"][tag]
-        schema["required"] = [name for name in schema.get("required", []) if name != tag]
-        tools.append(
-            {"name": cls.__struct_config__.tag, "description": schema.pop("description", ""), "inputSchema": schema}
-        )
-    return tools
+def _listing(spec: ToolSpec) -> dict[str, Any]:
+    return {"name": spec.name, "description": spec.description, "inputSchema": spec.input_schema}
 
 
-TOOLS = _tools()
+TOOLS = [_listing(spec) for spec in ACTION_TOOLS]
 
 
 def parse_error(message: str) -> RpcResponse:
@@ -90,7 +110,7 @@ def parse_error(message: str) -> RpcResponse:
 
 
 def handle(request: Any, env_for: EnvResolver, episodes: EpisodeStore | None = None) -> RpcResponse:
-    """Answer one JSON-RPC request. `episodes` enables OpenEnv's session methods (HTTP only)."""
+    """Answer one request of OpenEnv's dialect. `episodes` enables its session methods (HTTP only)."""
     request_id = request.get("id") if isinstance(request, dict) else None
     if not isinstance(request_id, str | int) or isinstance(request_id, bool):
         request_id = None
@@ -143,3 +163,204 @@ def _call_tool(params: dict[str, Any], env_for: EnvResolver) -> dict[str, Any]:
         "structuredContent": payload,
         "isError": payload.observation["last_action_error"] is not None,
     }
+
+
+# --- MCP proper, through the official SDK ---------------------------------------------------------
+
+
+class _Entry:
+    __slots__ = ("episode", "last_active")
+
+    def __init__(self) -> None:
+        self.episode = TextEpisode()
+        self.last_active = time.monotonic()
+
+
+class McpEpisodes:
+    """The episode each MCP session owns: bounded in number (least recently used evicted first) and
+    in idle time, like the SDK's sessions themselves."""
+
+    def __init__(self, max_episodes: int, idle_timeout_s: float) -> None:
+        self.max_episodes = max_episodes
+        self.idle_timeout_s = idle_timeout_s
+        self._episodes: OrderedDict[str, _Entry] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._episodes)
+
+    def of(self, session_id: str) -> TextEpisode:
+        entry = self._episodes.get(session_id)
+        if entry is None:
+            self.expire(time.monotonic())
+            entry = self._episodes[session_id] = _Entry()
+            while len(self._episodes) > self.max_episodes:
+                self.close(next(iter(self._episodes)))
+        entry.last_active = time.monotonic()
+        self._episodes.move_to_end(session_id)
+        return entry.episode
+
+    def close(self, session_id: str) -> None:
+        entry = self._episodes.pop(session_id, None)
+        if entry is not None:
+            entry.episode.env.close()
+
+    def expire(self, now: float) -> None:
+        deadline = now - self.idle_timeout_s
+        for key in [k for k, e in self._episodes.items() if e.last_active < deadline]:
+            self.close(key)
+
+
+class McpEndpoint:
+    """The ASGI app at `/mcp`: MCP sessions through the SDK, OpenEnv's dialect through `handle`.
+
+    A request that carries no session id and is not `initialize` cannot belong to an MCP client
+    (nothing else is valid before the handshake), so it is OpenEnv's; everything else is MCP.
+    Serve it inside `running()`, which runs the SDK's session manager.
+    """
+
+    def __init__(self, openenv: OpenEnvDialect, max_sessions: int, idle_timeout_s: float) -> None:
+        self.openenv = openenv
+        self.mcp_episodes = McpEpisodes(max_sessions, idle_timeout_s)
+        self.handshake_versions = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
+        tools = [
+            sdk.Tool(name=spec.name, description=spec.description, input_schema=spec.input_schema)
+            for spec in (RESET_TOOL, *ACTION_TOOLS)
+        ]
+        listing = sdk.ListToolsResult(tools=tools)
+
+        async def list_tools(ctx: Any, params: Any) -> Any:
+            return listing
+
+        self.server = Server(
+            SERVER_NAME,
+            version=_version(),
+            instructions=(
+                "You are the on-call engineer for a paged incident. Call `reset` to start one, inspect the "
+                "services you choose, remediate, and end the episode with the terminal action it names."
+            ),
+            on_list_tools=list_tools,
+            on_call_tool=self._call_tool,
+        )
+        self.manager = StreamableHTTPSessionManager(
+            self.server,
+            json_response=True,
+            session_idle_timeout=idle_timeout_s,
+            max_sessions=max_sessions,
+            max_request_body_size=MAX_BODY_BYTES,
+        )
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with self.manager.run():
+            yield
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        manager = self.manager
+        headers = dict(scope["headers"])
+        session_id = headers.get(SESSION_HEADER)
+        if scope["method"] != "POST" or session_id is not None:
+            await manager.handle_request(scope, receive, send)
+            if scope["method"] == "DELETE" and session_id is not None:
+                self.mcp_episodes.close(session_id.decode("latin-1"))
+            return
+        body = await _read_body(receive)
+        if body is None:
+            await _reply(send, 413, RpcResponse("2.0", None, error=RpcError(INVALID_REQUEST, "Request too large")))
+            return
+        version = headers.get(VERSION_HEADER, b"").decode("latin-1")
+        if version and version not in self.handshake_versions:
+            await _reply(send, 400, self._unsupported(body, version))
+            return
+        try:
+            request = decode_json(body)
+        except ProtocolError as error:
+            await _reply(send, 200, parse_error(error.message))
+            return
+        if isinstance(request, dict) and request.get("method") == "initialize":
+            await manager.handle_request(scope, _replay(body, receive), send)
+            return
+        await _reply(send, 200, self.openenv(Request(scope), request))
+
+    def _unsupported(self, body: bytes, version: str) -> RpcResponse:
+        try:
+            request_id = msgspec.json.decode(body, type=dict[str, Any]).get("id")
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            request_id = None
+        supported = sorted(self.handshake_versions)
+        message = f"Protocol version {version} is not served: sessions need the initialize handshake"
+        error = RpcError(UNSUPPORTED_PROTOCOL_VERSION, message, {"supported": supported, "requested": version})
+        return RpcResponse("2.0", request_id if isinstance(request_id, str | int) else None, error=error)
+
+    async def _call_tool(self, ctx: Any, params: Any) -> Any:
+        request = ctx.request
+        session_id = request.headers.get(SESSION_HEADER.decode()) if request is not None else None
+        if session_id is None:
+            raise _mcp_error(INVALID_REQUEST, "tools/call needs an MCP session: send initialize first")
+        if params.name != RESET_TOOL.name and params.name not in TOOLS_BY_NAME:
+            raise _mcp_error(INVALID_PARAMS, f"Unknown tool: {params.name}")
+        episode = self.mcp_episodes.of(session_id)
+        arguments = dict(params.arguments or {})
+        try:
+            if params.name == RESET_TOOL.name:
+                if "episode_id" in arguments:
+                    raise InvalidReset("the session owns its episode: episode_id is not an argument of reset")
+                request = msgspec.convert(arguments, ResetRequest)
+                shown = episode.reset(**msgspec.structs.asdict(request))
+            else:
+                shown = episode.step(parse_action({**arguments, "action": params.name}))
+        except (msgspec.ValidationError, InvalidReset, InvalidAction) as exc:
+            # A tool's input error goes back to the model as a failed result, so it can correct itself.
+            return sdk.CallToolResult(content=[sdk.TextContent(text=str(exc))], is_error=True)
+        observation = episode.observation
+        assert observation is not None
+        return sdk.CallToolResult(
+            content=[sdk.TextContent(text=shown)],
+            structured_content=msgspec.to_builtins(step_payload(observation)),
+            is_error=observation.last_action_error is not None,
+        )
+
+
+def _version() -> str:
+    return importlib.metadata.version("openenv-service-incident")
+
+
+def _mcp_error(code: int, message: str) -> Exception:
+    return MCPError(code=code, message=message)
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    """The request body, or None once it passes MAX_BODY_BYTES."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks)
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that hands the body already read to the next app, then listens to the real one."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+async def _reply(send: Send, status: int, response: RpcResponse) -> None:
+    body = encode(response)
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

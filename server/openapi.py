@@ -12,14 +12,8 @@ import msgspec
 from service_incident.models import Action, ResetRequest, State
 from service_incident.tasks import Task
 
-from .http_api import (
-    EPISODE_HEADER,
-    EnvironmentMetadata,
-    Failure,
-    Health,
-    StepRequest,
-    ValidationFailure,
-)
+from .errors import Failure, ValidationFailure
+from .http_api import EPISODE_HEADER, EnvironmentMetadata, Grade, ServerHealth, StepRequest
 from .mcp import RpcRequest, RpcResponse
 from .protocol import HttpStepPayload
 
@@ -29,9 +23,12 @@ _EPISODE_PARAMETER = {
     "name": EPISODE_HEADER,
     "in": "header",
     "required": False,
-    "description": "The episode to continue; without it, the most recent HTTP episode.",
+    "description": "The id /reset returned. Without one, the latest episode on a loopback-only server; "
+                   "elsewhere a 400.",
     "schema": {"type": "string"},
 }
+
+_GET_EPISODE = [_EPISODE_PARAMETER, {**_EPISODE_PARAMETER, "name": "episode_id", "in": "query"}]
 
 # (path, method, summary, request body types (any one of them), response type, extra parameters)
 _OPERATIONS: list[tuple[str, str, str, tuple[Any, ...], Any, list[dict[str, Any]]]] = [
@@ -40,8 +37,9 @@ _OPERATIONS: list[tuple[str, str, str, tuple[Any, ...], Any, list[dict[str, Any]
     ("/step", "post", "Act in an HTTP episode: {\"action\": {...}} or the flat action object.",
      (StepRequest, Action), HttpStepPayload, [_EPISODE_PARAMETER]),
     ("/state", "get", "Bookkeeping of an HTTP episode.", (), State,
-     [_EPISODE_PARAMETER, {**_EPISODE_PARAMETER, "name": "episode_id", "in": "query"}]),
-    ("/health", "get", "Liveness and session counts.", (), Health, []),
+     _GET_EPISODE),
+    ("/grade", "get", "Score and breakdown of an HTTP episode: null until it ends.", (), Grade, _GET_EPISODE),
+    ("/health", "get", "Liveness and session counts.", (), ServerHealth, []),
     ("/metadata", "get", "Name, description and version of the environment.", (), EnvironmentMetadata, []),
     ("/schema", "get", "JSON Schemas of action, observation, reset_observation and state.", (),
      dict[str, Any], []),
@@ -71,8 +69,12 @@ def openapi_document() -> dict[str, Any]:
                 "schema": schema}}}
             if path != "/mcp":
                 operation["responses"]["422"] = _content(schema_of[id(ValidationFailure)], "Invalid request")
-        if path in {"/step", "/state"}:
+        if path in {"/step", "/state", "/grade"}:
+            operation["responses"]["400"] = _content(schema_of[id(Failure)], "No episode named")
             operation["responses"]["404"] = _content(schema_of[id(Failure)], "Unknown or expired episode")
+        if bodies:
+            operation["responses"]["413"] = _content(schema_of[id(Failure)], "Body over the size limit")
+            operation["responses"]["415"] = _content(schema_of[id(Failure)], "Body not sent as application/json")
         paths[path] = {method: operation}
     return {
         "openapi": "3.1.0",

@@ -1,19 +1,26 @@
-"""The OpenEnv wire format: message envelopes, error codes, and their JSON encoding.
+"""The OpenEnv wire format, for the server and the client alike: frames, error codes, their JSON.
 
-Sans-I/O: it turns text into typed messages and typed results into text, and knows nothing of
-sockets. Decoders and encoders are built once at import; a well-formed frame costs one decode.
+Sans-I/O, in the manner of websockets' `frames.py`: it turns text into typed messages and typed
+results into text, and knows nothing of sockets. The client imports the frames from here too, so
+each is defined once; this module loads msgspec and the core's models only. Decoders and encoders
+are built once at import; a well-formed frame costs one decode.
+
+Everything a client sends is bounded before it is believed: nesting depth (`MAX_JSON_DEPTH`), and
+the length of any piece of it an error message quotes back (`clip`).
 """
 
 from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Any, get_args
+from typing import Any, Generic, TypeVar, get_args
 
 import msgspec
 from msgspec import Raw, Struct
 
-from service_incident.models import Observation, ResetRequest, State
+from service_incident.models import InvalidAction, InvalidReset, Observation, ResetRequest, State
+
+T = TypeVar("T")
 
 
 class ErrorCode(StrEnum):
@@ -31,8 +38,32 @@ class ErrorCode(StrEnum):
 # After these the server closes the socket (code 1000), as stock OpenEnv does; others keep it open.
 FATAL_CODES = frozenset({ErrorCode.CAPACITY_REACHED, ErrorCode.FACTORY_ERROR, ErrorCode.SESSION_ERROR})
 
+# Every message of this protocol is a few levels deep; msgspec recurses per level and would hit the
+# interpreter's recursion limit (a RecursionError, not a decode error) at about a thousand.
+MAX_JSON_DEPTH = 32
+# The most characters an error message (which may quote the client's input) or a field name in its
+# location runs to: enough to see the mistake, too few to let a megabyte key come back as megabytes.
+MAX_QUOTE_CHARS = 400
+MAX_FIELD_CHARS = 100
+
+# An episode id travels in the `Episode-Id` header: visible ASCII only, and bounded like OpenEnv's.
+EPISODE_ID_PATTERN = r"^[!-~]{1,255}$"
+_EPISODE_ID = re.compile(EPISODE_ID_PATTERN)
+
+
+def clip(text: str, limit: int = MAX_QUOTE_CHARS) -> str:
+    """`text`, cut to `limit` characters with a note of how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def valid_episode_id(value: str) -> bool:
+    return _EPISODE_ID.match(value) is not None
+
 
 # --- client -> server ---------------------------------------------------------------------------
+# The server decodes these; the client builds them with any `data` (msgspec encodes what is there).
 
 
 class _Message(Struct, tag_field="type", forbid_unknown_fields=True):
@@ -64,6 +95,7 @@ ClientMessage = ResetMessage | StepMessage | StateMessage | CloseMessage | McpMe
 MESSAGE_TYPES = frozenset(cls.__struct_config__.tag for cls in get_args(ClientMessage))
 
 _message_decoder = msgspec.json.Decoder(ClientMessage)
+_any_decoder = msgspec.json.Decoder()
 
 
 class ErrorDetail(Struct):
@@ -78,6 +110,7 @@ class ProtocolError(Exception):
     """A frame or request the server refuses; becomes an error frame (WebSocket) or a 4xx (HTTP)."""
 
     def __init__(self, code: ErrorCode, message: str, errors: list[ErrorDetail] | None = None) -> None:
+        message = clip(message)
         super().__init__(message)
         self.code = code
         self.message = message
@@ -88,21 +121,68 @@ class ProtocolError(Exception):
         return self.code in FATAL_CODES
 
 
+class TooDeep(ValueError):
+    """JSON nested deeper than MAX_JSON_DEPTH."""
+
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKET = bytes(set(range(256)) - set(b"[]{}"))
+_INNERMOST = re.compile(rb"\[\]|\{\}")
+
+
+def check_depth(text: str | bytes) -> None:
+    """Raise TooDeep if `text` nests arrays and objects deeper than MAX_JSON_DEPTH.
+
+    Cheap where it matters: a document with few brackets cannot be deep, and that is every frame a
+    well-behaved client sends. Otherwise strings are cut out and matched brackets peeled off level by
+    level, all in C, at most MAX_JSON_DEPTH passes.
+    """
+    square, curly = ("[", "{") if isinstance(text, str) else (b"[", b"{")
+    if text.count(square) + text.count(curly) <= MAX_JSON_DEPTH:
+        return
+    data = text.encode(errors="surrogatepass") if isinstance(text, str) else text
+    brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKET)
+    for _ in range(MAX_JSON_DEPTH):
+        peeled = _INNERMOST.sub(b"", brackets)
+        if peeled == brackets:
+            return  # unbalanced: not deep, just broken; the decoder words that error
+        brackets = peeled
+        if not brackets:
+            return
+    raise TooDeep(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+
+
 def decode_message(text: str | bytes) -> ClientMessage:
     """One frame to a typed message, or a ProtocolError with the code stock OpenEnv would use."""
     try:
+        check_depth(text)
         return _message_decoder.decode(text)
+    except TooDeep as exc:
+        raise invalid("Invalid message", str(exc)) from None
     except msgspec.ValidationError as exc:
         raise _classify(text, exc) from None
     except msgspec.DecodeError as exc:
         raise ProtocolError(ErrorCode.INVALID_JSON, f"Invalid JSON: {exc}") from None
 
 
+def decode_json(body: bytes, type: Any = Any, what: str = "body") -> Any:
+    """A request body to `type`; VALIDATION_ERROR (422 over HTTP) for bad JSON, depth or shape."""
+    try:
+        check_depth(body)
+        return msgspec.json.decode(body, type=type) if type is not Any else _any_decoder.decode(body)
+    except TooDeep as exc:
+        raise invalid("Invalid JSON", str(exc)) from None
+    except msgspec.ValidationError as exc:
+        raise invalid(f"Invalid {what}", str(exc)) from None
+    except msgspec.DecodeError as exc:
+        raise invalid("Invalid JSON", str(exc)) from None
+
+
 def _classify(text: str | bytes, exc: msgspec.ValidationError) -> ProtocolError:
     # Only frames that failed the typed decode get here, so the second, untyped decode costs nothing
     # on the hot path.
     try:
-        frame = msgspec.json.decode(text)
+        frame = _any_decoder.decode(text)
     except msgspec.DecodeError as bad:
         return ProtocolError(ErrorCode.INVALID_JSON, f"Invalid JSON: {bad}")
     if not isinstance(frame, dict):
@@ -119,6 +199,21 @@ def invalid(prefix: str, text: str) -> ProtocolError:
     return ProtocolError(ErrorCode.VALIDATION_ERROR, f"{prefix}: {text}", [error_detail(text)])
 
 
+def core_error(exc: Exception) -> ProtocolError | None:
+    """The protocol error for an exception the core raises on bad input; None for anything else.
+
+    The one mapping from core errors to protocol errors, for the WebSocket, HTTP and MCP alike.
+    """
+    match exc:
+        case InvalidAction():
+            return invalid("Invalid action", str(exc))
+        case InvalidReset():
+            return invalid("Invalid reset", str(exc))
+        case msgspec.ValidationError():
+            return invalid("Invalid message", str(exc))
+    return None
+
+
 _PATH = re.compile(r" - at `\$([^`]*)`")
 _PATH_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[\.\.\.\]")
 _FIELD = re.compile(r"^Object (missing required|contains unknown) field `([^`]+)`")
@@ -132,19 +227,20 @@ def error_detail(text: str) -> ErrorDetail:
         for match in _PATH_PART.finditer(path.group(1)):
             field, index = match.groups()
             if field is not None:
-                loc.append(field)
+                loc.append(clip(field, MAX_FIELD_CHARS))
             elif index is not None:
                 loc.append(int(index))
     field = _FIELD.match(text)
     if field:
-        loc.append(field.group(2))
+        loc.append(clip(field.group(2), MAX_FIELD_CHARS))
         kind = "missing" if field.group(1) == "missing required" else "extra_forbidden"
     else:
         kind = "invalid"
-    return ErrorDetail(kind, loc, text.split(" - at `", 1)[0])
+    return ErrorDetail(kind, loc, clip(text.split(" - at `", 1)[0]))
 
 
 # --- server -> client ---------------------------------------------------------------------------
+# Generic in their payload: the server fills them with its types, a client decodes them into its own.
 
 
 class StepPayload(Struct, omit_defaults=True):
@@ -168,16 +264,16 @@ class _Frame(Struct, tag_field="type"):
     pass
 
 
-class ObservationFrame(_Frame, tag="observation"):
-    data: StepPayload
+class ObservationFrame(_Frame, Generic[T], tag="observation"):
+    data: T
 
 
-class StateFrame(_Frame, tag="state"):
-    data: State
+class StateFrame(_Frame, Generic[T], tag="state"):
+    data: T
 
 
-class McpFrame(_Frame, tag="mcp"):
-    data: Any
+class McpFrame(_Frame, Generic[T], tag="mcp"):
+    data: T
 
 
 class ErrorData(Struct, omit_defaults=True):
@@ -188,8 +284,8 @@ class ErrorData(Struct, omit_defaults=True):
     max_sessions: int | None = None
 
 
-class ErrorFrame(_Frame, tag="error"):
-    data: ErrorData
+class ErrorFrame(_Frame, Generic[T], tag="error"):
+    data: T
 
 
 _OUTSIDE_OBSERVATION = ("reward", "done")

@@ -3,36 +3,42 @@
 Stock OpenEnv's reaper frees an idle slot but leaves the socket open against a closed environment;
 here the reaper cancels the session's serving scope, and the socket handler closes the socket itself,
 so the slot and the socket go together and only the handler ever writes to its socket.
+The clock is injected (`time.monotonic` by default), so the reaper is tested without waiting.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import anyio
 
 from service_incident.environment import ServiceIncidentEnvironment
 
+Clock = Callable[[], float]
+
 
 class Session:
     """A live socket's environment and the scope that serves it."""
 
-    __slots__ = ("env", "idle", "last_active", "scope")
+    __slots__ = ("clock", "env", "idle", "last_active", "scope")
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
         self.env = ServiceIncidentEnvironment()
         self.scope = anyio.CancelScope()
-        self.last_active = time.monotonic()
+        self.clock = clock
+        self.last_active = clock()
         self.idle = False
 
     def touch(self) -> None:
-        self.last_active = time.monotonic()
+        self.last_active = self.clock()
 
 
 class SessionRegistry:
-    def __init__(self, capacity: int, idle_timeout_s: float) -> None:
+    def __init__(self, capacity: int, idle_timeout_s: float, clock: Clock = time.monotonic) -> None:
         self.capacity = capacity
         self.idle_timeout_s = idle_timeout_s
+        self.clock = clock
         self._sessions: set[Session] = set()
 
     @property
@@ -43,7 +49,7 @@ class SessionRegistry:
         """A new session, or None when the server is at capacity."""
         if len(self._sessions) >= self.capacity:
             return None
-        session = Session()
+        session = Session(self.clock)
         self._sessions.add(session)
         return session
 
@@ -51,9 +57,12 @@ class SessionRegistry:
         self._sessions.discard(session)
         session.env.close()
 
-    def reap(self, now: float) -> None:
-        """Cancel sessions idle past the deadline; their handlers then close the socket and release."""
-        deadline = now - self.idle_timeout_s
-        for session in [s for s in self._sessions if s.last_active < deadline and not s.idle]:
+    def reap(self) -> int:
+        """Cancel sessions idle past the deadline (their handlers then close the socket and release);
+        how many were cancelled."""
+        deadline = self.clock() - self.idle_timeout_s
+        idle = [s for s in self._sessions if s.last_active < deadline and not s.idle]
+        for session in idle:
             session.idle = True
             session.scope.cancel()
+        return len(idle)

@@ -13,8 +13,12 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct
 
+from .transport import HttpProtocol, WebSocketProtocol
+
 Positive = Annotated[float, Meta(gt=0)]
 Count = Annotated[int, Meta(ge=1)]
+# One cap for a WebSocket frame and an HTTP body: the same messages travel either way.
+MAX_MESSAGE_BYTES = 1024 * 1024
 
 
 class Settings(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -27,12 +31,23 @@ class Settings(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     session_idle_timeout_s: Positive = 600.0
     ws_ping_interval_s: Positive | None = 20.0
     ws_ping_timeout_s: Positive | None = 20.0
-    ws_max_message_bytes: Count = 1024 * 1024
+    ws_max_message_bytes: Count = MAX_MESSAGE_BYTES
     # Observations are a few KB: deflate costs more CPU per step than it saves on loopback or a LAN.
     ws_per_message_deflate: bool = False
     # Stateful HTTP episodes (/reset, /step, /state): bounded, least recently used evicted first.
     http_max_episodes: Count = 256
+    # One client (address) holds at most this many; its resets past it evict its own oldest.
+    http_max_episodes_per_client: Count = 16
     http_episode_idle_timeout_s: Positive = 900.0
+    # Whether a request that names no episode continues the latest one: "auto" allows it only on a
+    # server reachable from this machine alone (bound to loopback, and the request arrived there).
+    http_implicit_episode: Literal["auto", "true", "false"] = "auto"
+    http_max_body_bytes: Count = MAX_MESSAGE_BYTES
+    # A request's head and body must each arrive within this; an idle keep-alive connection closes after it.
+    http_timeout_s: Positive = 10.0
+    # Browser origins allowed beside the server's own, comma-separated ("*": any). Clients that are
+    # not browsers send no Origin and are always allowed.
+    allowed_origins: str = ""
     log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "info"
     # A folder of inference.py results to serve at /results/, so the page replays runs by URL.
     results_dir: str | None = None
@@ -57,7 +72,9 @@ class Settings(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
         return {
             "host": self.host,
             "port": self.port,
-            "ws": "websockets-sansio",
+            "http": HttpProtocol,
+            "ws": WebSocketProtocol,
+            "timeout_keep_alive": self.http_timeout_s,
             "ws_max_size": self.ws_max_message_bytes,
             "ws_ping_interval": self.ws_ping_interval_s,
             "ws_ping_timeout": self.ws_ping_timeout_s,
@@ -66,6 +83,11 @@ class Settings(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
             # HTTP episodes and WebSocket sessions live in this process: more workers would split them.
             "workers": 1,
         }
+
+
+    @property
+    def origins(self) -> frozenset[str]:
+        return frozenset(origin.strip() for origin in self.allowed_origins.split(",") if origin.strip())
 
 
 def _parse_env(value: str) -> str | None:

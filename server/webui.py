@@ -9,11 +9,14 @@ once and served from memory; `/` and `/web` redirect to `/web/`, keeping the que
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
 
 WEB_DIR = Path(__file__).with_name("web")
 INDEX = "index.html"
@@ -26,8 +29,12 @@ MEDIA_TYPES = {
 # it could run. Replays may be fetched from another origin (which must allow it with CORS).
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self' ws: wss: http: https:; object-src 'none'; base-uri 'none'; form-action 'none'"
+    "connect-src 'self' ws: wss: http: https:; object-src 'none'; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'"
 )
+# Result files are data, never a document: nothing in one may run, load or be framed.
+RESULTS_POLICY = "default-src 'none'; sandbox; frame-ancestors 'none'"
+RESULT_TYPES = {".jsonl": "application/x-ndjson", ".md": "text/markdown; charset=utf-8"}
 
 
 class _Asset:
@@ -82,3 +89,21 @@ class WebUI:
         if request.headers.get("if-none-match") == asset.etag:
             return Response(status_code=304, headers=headers)
         return Response(asset.body, headers=headers, media_type=asset.media_type)
+
+
+class ResultFiles(StaticFiles):
+    """`/results/`: inference.py's result files (JSONL and Markdown) for the page to replay, and
+    nothing else from the folder: no other type, no dotfile, no listing."""
+
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        name = PurePosixPath(path)
+        media_type = RESULT_TYPES.get(name.suffix)
+        if media_type is None or any(part.startswith(".") for part in name.parts):
+            raise HTTPException(404, "not a result file")
+        response = await super().get_response(path, scope)
+        response.headers.update({
+            "Content-Type": media_type,
+            "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": RESULTS_POLICY,
+        })
+        return response

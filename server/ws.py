@@ -2,8 +2,11 @@
 
 A step is a short CPU-bound call (well under a millisecond), so it is called directly: a thread hop per
 step (stock OpenEnv's per-session executor) costs about as much as the step and, under the GIL, buys
-no parallelism. Bad frames get an error frame and the session goes on, except the few that stock
-OpenEnv treats as fatal (FATAL_CODES), which close the socket after it.
+no parallelism. What it does need is a yield to the event loop after every frame: frames a client
+pipelines are already queued, so without one a session would answer thousands of them in a row
+while every other session and HTTP request waited.
+Bad frames get an error frame and the session goes on, except the few that stock OpenEnv treats as
+fatal (FATAL_CODES), which close the socket after it.
 """
 
 from __future__ import annotations
@@ -11,13 +14,15 @@ from __future__ import annotations
 import logging
 
 import anyio
-import msgspec
+import anyio.lowlevel
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from service_incident.models import InvalidAction, InvalidReset, parse_action
+from service_incident.models import parse_action
 
 from . import mcp, protocol
-from .protocol import ErrorCode, ProtocolError
+from .guard import OriginPolicy
+from .http_episodes import reset
+from .protocol import ErrorCode, ProtocolError, core_error
 from .sessions import Session, SessionRegistry
 
 log = logging.getLogger(__name__)
@@ -30,10 +35,14 @@ _BINARY = ProtocolError(ErrorCode.SESSION_ERROR, "Binary frames are not supporte
 
 
 class SessionEndpoint:
-    def __init__(self, registry: SessionRegistry) -> None:
+    def __init__(self, registry: SessionRegistry, origins: OriginPolicy) -> None:
         self.registry = registry
+        self.origins = origins
 
     async def serve(self, websocket: WebSocket) -> None:
+        if not self.origins.allows(websocket.headers):
+            await websocket.close()  # before the handshake: the browser sees a 403
+            return
         # Accept before refusing, as stock OpenEnv does: its clients read the reason from an error frame.
         await websocket.accept()
         session = self.registry.open()
@@ -66,13 +75,14 @@ class SessionEndpoint:
             try:
                 reply = answer(session, text)
             except ProtocolError as error:
-                await websocket.send_text(protocol.error_text(error))
+                reply = protocol.error_text(error)
                 if error.fatal:
+                    await websocket.send_text(reply)
                     return CLOSE_NORMAL, ""
-                continue
             if reply is None:
                 return CLOSE_NORMAL, ""
             await websocket.send_text(reply)
+            await anyio.lowlevel.checkpoint()
 
 
 def answer(session: Session, text: str) -> str | None:
@@ -82,26 +92,19 @@ def answer(session: Session, text: str) -> str | None:
     try:
         match message:
             case protocol.StepMessage(data=data):
-                try:
-                    action = parse_action(bytes(data))
-                except InvalidAction as exc:
-                    raise protocol.invalid("Invalid action", str(exc)) from None
-                return protocol.observation_text(env.step(action))
+                return protocol.observation_text(env.step(parse_action(bytes(data))))
             case protocol.ResetMessage(data=request):
-                try:
-                    observation = env.reset(**msgspec.structs.asdict(request))
-                except InvalidReset as exc:
-                    raise protocol.invalid("Invalid reset", str(exc)) from None
-                return protocol.observation_text(observation)
+                return protocol.observation_text(reset(env, request))
             case protocol.StateMessage():
                 return protocol.state_text(env.state)
             case protocol.McpMessage(data=request):
                 return protocol.mcp_text(mcp.handle(request, lambda _session_id: env))
             case protocol.CloseMessage():
                 return None
-    except ProtocolError:
-        raise
     except Exception as exc:
+        error = core_error(exc)
+        if error is not None:
+            raise error from None
         # The exception text could carry environment internals; the client gets its type only.
         log.exception("environment failed on a %s message", type(message).__name__)
         raise ProtocolError(ErrorCode.EXECUTION_ERROR, f"{type(exc).__name__} in the environment") from None

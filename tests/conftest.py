@@ -1,12 +1,14 @@
 """Shared fixtures: our real server on a free 127.0.0.1 port, served by uvicorn in a background thread.
 
 The tests talk to it over real sockets. `make_server(**settings)` starts one with chosen settings
-(capacity, timeouts, limits); `server_url` is a default one shared by a test module.
+(capacity, timeouts, limits, and `clock=`, a ManualClock for the idle deadlines); `server_url` is a
+default one shared by a test module.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 from serving import serving
 
 from service_incident.server.app import create_app
+from service_incident.server.sessions import Clock
 from service_incident.server.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,12 +26,13 @@ OPENENV_PYTHON = Path(os.environ.get("OPENENV_PYTHON", ROOT / ".venvs" / "openen
 
 
 @contextmanager
-def running_server(**settings: Any) -> Iterator[str]:
-    """Serve the app with these settings (environment variables ignored); yields the base URL."""
+def running_server(clock: Clock = time.monotonic, **settings: Any) -> Iterator[str]:
+    """Serve the app with these settings (environment variables ignored) and idle deadlines timed by
+    `clock`; yields the base URL."""
     config = Settings.load(environ={}, log_level="warning", **settings)
     options = config.uvicorn_options()
     del options["host"], options["port"], options["workers"]
-    with serving(create_app(config), **options) as url:
+    with serving(create_app(config, clock), **options) as url:
         yield url
 
 

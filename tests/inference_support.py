@@ -3,7 +3,6 @@ OpenAI-compatible chat-completions server on 127.0.0.1."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -13,7 +12,6 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from serving import serving
@@ -28,23 +26,18 @@ INFERENCE = ROOT / "inference.py"
 CONFIG_VARIABLES = ("ENV_URL", "API_BASE_URL", "MODEL_NAME", "HF_TOKEN", "API_KEY", "OPENAI_API_KEY")
 
 
-def run_inference(*args: str, cwd: Path, env: Mapping[str, str] | None = None,
-                  timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def inference_environ(env: Mapping[str, str] | None = None) -> dict[str, str]:
     environ = {k: v for k, v in os.environ.items() if k not in CONFIG_VARIABLES}
     # Loopback traffic (the stub, the servers) must not go through a proxy set in the environment.
     environ["NO_PROXY"] = environ["no_proxy"] = "127.0.0.1,localhost"
     environ.update(env or {})
-    return subprocess.run([sys.executable, str(INFERENCE), *args], cwd=cwd, env=environ, capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    return environ
 
 
-def load_inference() -> ModuleType:
-    """inference.py as a module: it is a script at the root, not part of the installed package."""
-    spec = importlib.util.spec_from_file_location("inference", INFERENCE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def run_inference(*args: str, cwd: Path, env: Mapping[str, str] | None = None,
+                  timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(INFERENCE), *args], cwd=cwd, env=inference_environ(env),
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 # --- the stdout contract ----------------------------------------------------------------------
@@ -136,8 +129,9 @@ def _completion(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def observation_of(request: dict[str, Any]) -> dict[str, Any]:
-    """The observation JSON the agent put in its prompt (the user message's first JSON line)."""
-    prompt = request["messages"][-1]["content"]
+    """The whole observation the episode's first user message holds (its first JSON line): every
+    prompt in one-prompt mode, the start of the conversation in chat mode."""
+    prompt = request["messages"][1]["content"]
     return json.loads(next(line for line in prompt.splitlines() if line.startswith("{")))
 
 

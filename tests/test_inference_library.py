@@ -1,9 +1,14 @@
-"""The evaluation as a library: any async policy, the reference ladder, the stdout lines, the reply parser."""
+"""The evaluation as a library: any async policy on either session, the reference ladder, failures
+and whose they are, the stdout lines, the reply parser."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+import msgspec
 import pytest
 from openai.types.chat import ChatCompletionMessage
 
@@ -11,6 +16,7 @@ from service_incident.harness import report
 from service_incident.harness.agents import REFERENCE_AGENTS
 from service_incident.harness.evaluation import (
     MAX_UNUSABLE_REPLIES,
+    EndpointFailure,
     EpisodeRecord,
     EpisodeSpec,
     StepRecord,
@@ -22,11 +28,42 @@ from service_incident.harness.evaluation import (
     transcript,
 )
 from service_incident.harness.llm import InvalidReply, LLMSettings, MissingApiKey, parse_reply
-from service_incident.models import Declare, DeclareRootCauses, InspectLogs, Observation
+from service_incident.harness.session import InProcess, Session, WebSocket
+from service_incident.models import Action, Declare, DeclareRootCauses, InspectLogs, Observation, ResetRequest
 from service_incident.tasks import TASKS
 
 EXPERT_FLOOR = 0.85
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+
+
+class Recorded:
+    """In-process sessions that keep every reset request, and can be told to fail a step."""
+
+    where = "recorded"
+
+    def __init__(self, fail_step: int | None = None) -> None:
+        self.requests: list[ResetRequest] = []
+        self.fail_step = fail_step
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[Session]:
+        async with InProcess().open() as inner:
+            yield _Recording(self, inner)
+
+
+class _Recording:
+    def __init__(self, owner: Recorded, inner: Session) -> None:
+        self.owner, self.inner, self.steps = owner, inner, 0
+
+    async def reset(self, request: ResetRequest) -> Observation:
+        self.owner.requests.append(request)
+        return await self.inner.reset(request)
+
+    async def step(self, action: Action) -> Observation:
+        self.steps += 1
+        if self.steps == self.owner.fail_step:
+            raise ConnectionResetError("the session went away")
+        return await self.inner.step(action)
 
 
 async def test_any_async_policy_can_be_evaluated(server_url: str) -> None:
@@ -42,24 +79,59 @@ async def test_any_async_policy_can_be_evaluated(server_url: str) -> None:
     assert all(r.graded and r.steps == 1 and r.agent == "mine" and r.error is None for r in records)
 
 
-async def test_a_policy_that_never_acts_is_given_up_on(server_url: str) -> None:
+async def test_in_process_and_websocket_sessions_play_byte_identical_episodes(server_url: str) -> None:
+    specs = plan([TASKS["hard"], TASKS["gen_expert"], TASKS["rca_15"], TASKS["easy_incident_triage"]], episodes=3)
+    played = {}
+    for sessions in (InProcess(), WebSocket(server_url)):
+        records = await evaluate(reference_policy("expert"), specs, agent="expert", sessions=sessions)
+        # Wall time and the episode's random id aside, everything recorded is the same, every
+        # observation included.
+        played[sessions.where] = [re.sub(rb'"episode_id":"[^"]*"', b"", msgspec.json.encode(
+            msgspec.structs.replace(r, wall_s=0.0))) for r in records]
+    in_process, over_websocket = played.values()
+    assert in_process == over_websocket and len(in_process) == len(specs)
+
+
+async def test_every_episode_is_played_with_final_rewards() -> None:
+    sessions = Recorded()
+    specs = plan([TASKS["easy"], TASKS["gen_easy"]], episodes=2)
+    records = await evaluate(reference_policy("expert"), specs, sessions=sessions)
+    assert {r.reward_mode for r in sessions.requests} == {"final"}
+    assert sorted((r.task_id, r.incident_id, r.seed) for r in sessions.requests) == sorted(
+        (s.task_id, s.incident_id, s.seed) for s in specs)
+    assert all(r.graded for r in records)
+
+
+async def test_a_policy_that_never_acts_is_given_up_on() -> None:
     async def mute(observation: Observation) -> Turn:
         return Turn(action=None, error="nothing to say", prompt_tokens=7)
 
-    [record] = await evaluate(lambda spec: mute, plan([TASKS["easy"]], episodes=1), base_url=server_url)
+    [record] = await evaluate(lambda spec: mute, plan([TASKS["easy"]], episodes=1), sessions=InProcess())
     assert record.steps == MAX_UNUSABLE_REPLIES and not record.graded and record.score == 0.01
     assert record.prompt_tokens == 7 * MAX_UNUSABLE_REPLIES and "unusable" in (record.error or "")
+    assert record.failure == "agent" and record.counted
 
 
-async def test_a_failing_policy_fails_its_episode_only(server_url: str) -> None:
+async def test_failures_are_the_agents_the_models_or_the_environments() -> None:
     async def broken(observation: Observation) -> Declare:
         raise RuntimeError("boom")
 
-    specs = plan([TASKS["easy"]], episodes=2)
-    records = await evaluate(lambda spec: broken if spec == specs[0] else reference_policy("expert")(spec), specs,
-                             base_url=server_url)
+    async def unreachable(observation: Observation) -> Declare:
+        raise EndpointFailure("model endpoint http://127.0.0.1:9/v1: APIConnectionError: Connection error.")
+
+    specs = plan([TASKS["easy"]], episodes=4)
+    policies = {specs[0].name: broken, specs[1].name: unreachable}
+    records = await evaluate(lambda spec: policies.get(spec.name) or reference_policy("expert")(spec), specs,
+                             sessions=Recorded(fail_step=2))
+    assert [(r.failure, r.counted) for r in records] == [
+        ("agent", True), ("model", False), ("environment", False), ("environment", False)]
     assert records[0].error == "RuntimeError: boom" and records[0].reset is not None
-    assert records[1].error is None and records[1].graded
+    assert records[1].error == "EndpointFailure: model endpoint http://127.0.0.1:9/v1: APIConnectionError: " \
+        "Connection error."
+    # The session failed on the second step: the first is kept.
+    assert records[2].error == "ConnectionResetError: the session went away" and records[2].steps == 1
+    summary = report.summarize(records)
+    assert (summary.n, summary.failed, summary.apart) == (1, 1, {"model": 1, "environment": 2})
 
 
 async def test_the_reference_ladder_is_strictly_ordered_with_clear_gaps(server_url: str) -> None:
@@ -75,8 +147,10 @@ async def test_the_reference_ladder_is_strictly_ordered_with_clear_gaps(server_u
         assert gap.clear, gap
     assert summaries["expert"].mean >= EXPERT_FLOOR
     section = README.split("<!-- inference:begin -->")[1].split("<!-- inference:end -->")[0]
-    for row in report.agents_table(summaries):
-        assert row in section, (
+    for name, s in summaries.items():
+        # The figures, as the report's Agents table starts each row.
+        figures = f"| {name} | {s.n} | {s.cell} | {s.success:.0%} | {s.steps:.1f} |"
+        assert figures in section, (
             "README's ladder is stale: run `python inference.py --agent random,symptom_chaser,structured,expert` "
             "and copy the Agents table of results/report.md"
         )
@@ -99,6 +173,16 @@ def test_step_lines_follow_the_contract() -> None:
         "[END] success=false steps=2 score=0.46 rewards=0.10,-0.25",
     ]
     assert describe(DeclareRootCauses(targets=["a", "b"])) == "declare_rca(a+b)"
+
+
+def test_an_action_with_arguments_of_its_own_is_described_whole() -> None:
+    class ToggleFlag(InspectLogs.__mro__[1], tag="toggle_flag"):  # any action the models come to define
+        target: str
+        flag: str
+        enabled: bool = False
+
+    assert describe(ToggleFlag(target="checkout", flag="new pricing", rationale="x y")) == (
+        "toggle_flag(checkout,new_pricing,False)")
 
 
 def test_plan_names_episodes_uniquely() -> None:
@@ -150,13 +234,3 @@ def test_llm_settings_come_from_the_usual_variables() -> None:
     assert LLMSettings.from_env({"HF_TOKEN": "h", "API_KEY": "a"}).api_key == "h"
     with pytest.raises(MissingApiKey, match="HF_TOKEN"):
         LLMSettings.from_env({"API_KEY": ""})
-
-
-def test_confidence_intervals_use_student_t() -> None:
-    assert report.t975(1) == pytest.approx(12.706)
-    assert report.t975(4) == pytest.approx(2.776, abs=1e-3)
-    assert report.t975(30) == pytest.approx(2.042, abs=1e-3)
-    records = [EpisodeRecord(name=str(i), task="easy", incident="", seed=0, agent="a", score=s)
-               for i, s in enumerate((0.2, 0.4, 0.6))]
-    summary = report.summarize(records)
-    assert summary.mean == pytest.approx(0.4) and summary.ci == pytest.approx(4.303 * 0.2 / 3**0.5, rel=1e-3)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +11,6 @@ from inference_support import (
     USAGE,
     ScriptedOpenAI,
     failure,
-    load_inference,
     no_choices,
     observation_of,
     parse_transcript,
@@ -18,8 +19,9 @@ from inference_support import (
     tool_call,
 )
 
-from service_incident.harness.evaluation import decode
-from service_incident.harness.llm import MAX_RETRIES
+from service_incident.harness.cli import LLM_CALL_BUDGET
+from service_incident.harness.llm import FAILURES_TO_STOP, MAX_RETRIES
+from service_incident.harness.records import decode
 from service_incident.tasks import TASKS
 
 EASY = TASKS["easy"].incidents
@@ -84,9 +86,15 @@ def test_retries_unusable_replies_and_failures_each_episode_gets_its_end(tmp_pat
     per_reply = USAGE["prompt_tokens"] + USAGE["completion_tokens"]
     assert records[EASY[0]].tokens == 3 * per_reply and records[EASY[0]].graded
     assert records[EASY[1]].tokens == 3 * per_reply and "unusable replies" in (records[EASY[1]].error or "")
-    assert "InternalServerError" in (records[EASY[2]].error or "") and records[EASY[2]].tokens == 0
+    assert "InternalServerError (HTTP 503)" in (records[EASY[2]].error or "") and records[EASY[2]].tokens == 0
+    assert [records[i].failure for i in EASY[:3]] == [None, "agent", "model"]
     assert records[EASY[0]].trace[1].reply == "The database looks down to me."
-    assert "| stub-model | 3 |" in (tmp_path / "report.md").read_text()
+    # The endpoint's failure is not the agent's: reported with its reason, left out of the mean.
+    assert f"easy/{EASY[2]}: model failure, not counted in stub-model's mean: EndpointFailure: model endpoint {api}" \
+        in result.stderr
+    report = (tmp_path / "report.md").read_text()
+    assert "| stub-model | 2 | 0." in report and "| 1 | 1 model |" in report
+    assert "## Not counted" in report and "InternalServerError (HTTP 503)" in report.split("## Not counted")[1]
 
 
 def test_the_default_llm_run_fits_its_call_budget_and_prompts_with_task_schemas_and_observation(
@@ -101,7 +109,7 @@ def test_the_default_llm_run_fits_its_call_budget_and_prompts_with_task_schemas_
     # Every task is played, and the step budgets of the episodes chosen fit the call budget.
     assert {e.task.split("/")[0] for e in episodes} == set(TASKS)
     worst = sum(TASKS[e.task.split("/")[0]].max_steps for e in episodes)
-    assert worst <= load_inference().LLM_CALL_BUDGET and f"at most {worst} model calls" in result.stderr
+    assert worst <= LLM_CALL_BUDGET and f"at most {worst} model calls" in result.stderr
 
     request = stub.requests[TASKS["gen_easy"].incidents[0]][0]
     system, user = (m["content"] for m in request["messages"])
@@ -119,3 +127,121 @@ def test_the_llm_agent_without_a_key_fails_clearly(tmp_path: Path) -> None:
     assert result.stdout == ""
     assert "needs an API key" in result.stderr and "HF_TOKEN" in result.stderr
     assert not (tmp_path / "results").exists()
+
+
+def investigate_then_declare(request: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """A tool-calling model in chat mode: looks at each service but the first in turn, then declares the first."""
+    services = observation_of(request)["services"]
+    looked = sum(1 for m in request["messages"] if m["role"] == "assistant")
+    if looked < len(services) - 1:
+        return tool_call("inspect_logs", {"target": services[looked + 1]})
+    return tool_call("declare", {"target": services[0], "severity": "P1"})
+
+
+def run_llm(tmp_path: Path, stub: ScriptedOpenAI, *args: str) -> tuple[Any, str]:
+    with stub.serve() as api:
+        result = run_inference("--agent", "llm", "--output", str(tmp_path), *args, cwd=tmp_path,
+                               env={"API_BASE_URL": api, "MODEL_NAME": "stub-model", "API_KEY": "test-key"})
+    return result, api
+
+
+def test_tool_calling_in_chat_mode_adds_only_what_each_action_revealed(tmp_path: Path) -> None:
+    incident = TASKS["hard"].incidents[0]
+    stub = ScriptedOpenAI({}, fallback=investigate_then_declare)
+    result, _ = run_llm(tmp_path, stub, "--tasks", "hard", "--episodes", "1", "--llm-mode", "chat",
+                        "--llm-reply", "tools")
+    assert result.returncode == 0, result.stderr
+    [episode] = parse_transcript(result.stdout)
+    requests = stub.requests[incident]
+    services = observation_of(requests[0])["services"]
+    assert [s["action"] for s in episode.steps] == [
+        *(f"inspect_logs({s})" for s in services[1:]), f"declare({services[0]},P1)"]
+
+    # One tool per allowed action, from the actions' own schemas, and a call is required.
+    first = requests[0]
+    assert [t["function"]["name"] for t in first["tools"]] == list(TASKS["hard"].actions)
+    for tool in first["tools"]:
+        parameters = tool["function"]["parameters"]
+        assert "action" not in parameters["properties"] and "metadata" not in parameters["properties"]
+        assert tool["function"]["description"]
+    assert first["tool_choice"] == "required" and "response_format" not in first
+    assert "JSON Schemas" not in first["messages"][0]["content"]  # the tools carry them
+
+    # One conversation: each turn answers the last tool call with what that action revealed.
+    last = requests[-1]["messages"]
+    assert [m["role"] for m in last] == ["system", "user"] + ["assistant", "tool"] * (len(services) - 1)
+    for turn, (call, answer) in enumerate(zip(last[2::2], last[3::2], strict=True), 1):
+        assert answer["tool_call_id"] == call["tool_calls"][0]["id"]
+        inspected = services[turn]
+        assert f"--- logs of {inspected} ---" in answer["content"]
+        # Only the new view: the logs seen before are not sent again, nor any reward.
+        assert all(f"--- logs of {s} ---" not in answer["content"] for s in services if s != inspected)
+        assert '"reward"' not in answer["content"] and "topology" not in answer["content"]
+        assert len(answer["content"]) < len(last[1]["content"])
+    assert all('"reward"' not in m["content"] for m in last if m["role"] in ("system", "user"))
+    report = (tmp_path / "report.md").read_text()
+    per_reply = USAGE["prompt_tokens"]
+    [record] = decode((tmp_path / "episodes.jsonl").read_bytes())
+    assert f"| stub-model | 1 | {record.score:.3f} |" in report
+    assert f"| {len(services) * per_reply} |" in report  # prompt tokens per episode
+    assert "chat mode, tools replies" in report
+
+
+def test_json_mode_and_one_prompt_mode_resend_the_whole_observation(tmp_path: Path) -> None:
+    incident = TASKS["medium"].incidents[0]
+
+    def inspect_then_declare(request: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+        observation = observation_of(request)
+        if not observation["action_history"]:
+            return text(json.dumps({"action": "inspect_logs", "target": observation["services"][1]}))
+        return text(json.dumps({"action": "declare", "target": observation["services"][0], "severity": "P2"}))
+
+    stub = ScriptedOpenAI({}, fallback=inspect_then_declare)
+    result, _ = run_llm(tmp_path, stub, "--tasks", "medium", "--episodes", "1", "--llm-reply", "json")
+    assert result.returncode == 0, result.stderr
+    first, second = stub.requests[incident]
+    assert first["response_format"] == {"type": "json_object"} and "tools" not in first
+    assert [m["role"] for m in second["messages"]] == ["system", "user"]
+    # The whole observation again: the logs seen at reset and those just revealed.
+    seen_at_reset = re.findall(r"--- logs of (\S+) ---", first["messages"][1]["content"])
+    inspected = observation_of(first)["services"][1]
+    assert seen_at_reset and inspected not in seen_at_reset
+    assert re.findall(r"--- logs of (\S+) ---", second["messages"][1]["content"]) == [*seen_at_reset, inspected]
+    assert '"reward"' not in second["messages"][1]["content"]
+
+
+def test_the_token_limit_goes_under_the_name_the_endpoint_accepts(tmp_path: Path) -> None:
+    seen: list[set[str]] = []
+
+    def reasoning_model(request: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+        seen.append({k for k in ("max_tokens", "max_completion_tokens") if k in request})
+        if "max_tokens" in request:
+            return 400, {"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this "
+                                              "model. Use 'max_completion_tokens' instead.",
+                                   "type": "invalid_request_error", "param": "max_tokens",
+                                   "code": "unsupported_parameter"}}, {}
+        return declare_first_service(request)
+
+    stub = ScriptedOpenAI({}, fallback=reasoning_model)
+    result, _ = run_llm(tmp_path, stub, "--tasks", "easy", "--episodes", "3", "--concurrency", "1")
+    assert result.returncode == 0, result.stderr
+    assert seen == [{"max_tokens"}, {"max_completion_tokens"}, {"max_completion_tokens"}, {"max_completion_tokens"}]
+    assert "token limit sent as `max_completion_tokens`" in (tmp_path / "report.md").read_text()
+
+
+def test_a_failing_model_endpoint_is_reported_and_counted_apart(tmp_path: Path) -> None:
+    stub = ScriptedOpenAI({}, fallback=failure(503))
+    result, api = run_llm(tmp_path, stub, "--tasks", "easy", "--episodes", "5", "--concurrency", "1")
+    assert result.returncode == 1
+    episodes = parse_transcript(result.stdout)
+    assert len(episodes) == 5 and all(e.steps == [] for e in episodes)
+    # Each call is retried; after FAILURES_TO_STOP calls in a row failed the endpoint is not called again.
+    assert sum(len(statuses) for statuses in stub.statuses.values()) == FAILURES_TO_STOP * (MAX_RETRIES + 1)
+    reasons = [line for line in result.stderr.splitlines() if "model failure, not counted" in line]
+    assert len(reasons) == 2  # the endpoint's error, then the run's decision to stop calling it
+    assert f"model endpoint {api}: InternalServerError (HTTP 503)" in reasons[0]
+    assert "not calling again" in reasons[1]
+    records = decode((tmp_path / "episodes.jsonl").read_bytes())
+    assert {r.failure for r in records} == {"model"}
+    assert "| stub-model | 0 | - |" in (tmp_path / "report.md").read_text()
+    assert "stub-model: no episode measured the agent; not counted: 5 model" in result.stderr

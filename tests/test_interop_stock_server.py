@@ -2,62 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from msgspec import Struct
+from serving import STOCK_DIR, process_on_socket
 
 from service_incident.client import CapacityReached, EnvClient, ServerError
-
-# The stock side (runs in the stock venv), after openenv-wire.md section 11, plus two messages that
-# make the environment fail ("boom") or answer late ("slow").
-ECHO_ENV = r'''
-import os, time
-from typing import Any, Optional
-from uuid import uuid4
-from pydantic import Field
-from openenv.core.env_server.http_server import create_app
-from openenv.core.env_server.interfaces import Environment
-from openenv.core.env_server.types import Action, Observation, State
-
-class EchoAction(Action):
-    message: str = Field(..., min_length=1)
-
-class EchoObservation(Observation):
-    echoed_message: str = ""
-    message_length: int = 0
-
-class EchoEnvironment(Environment):
-    SUPPORTS_CONCURRENT_SESSIONS = True
-    def __init__(self):
-        super().__init__()
-        self._state = State(episode_id=str(uuid4()))
-    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kw: Any):
-        self._state = State(episode_id=episode_id or str(uuid4()), step_count=0)
-        return EchoObservation(echoed_message="ready", reward=0.0, metadata={"seed": seed})
-    def step(self, action: EchoAction, timeout_s=None, **kw):
-        if action.message == "boom":
-            raise ValueError("env exploded on purpose")
-        if action.message == "slow":
-            time.sleep(0.5)
-        self._state.step_count += 1
-        n = len(action.message)
-        return EchoObservation(echoed_message=action.message, message_length=n, reward=min(n * 0.1, 1.0),
-                               done=action.message == "bye", metadata={"step": self._state.step_count})
-    @property
-    def state(self):
-        return self._state
-
-app = create_app(EchoEnvironment, EchoAction, EchoObservation, env_name="echo_env",
-                 max_concurrent_envs=int(os.getenv("MAX_CONCURRENT_ENVS", "2")))
-'''
 
 
 class EchoAction(Struct):
@@ -80,36 +33,11 @@ class EchoEnv(EnvClient[EchoAction, EchoObservation, EchoState]):
 
 
 @pytest.fixture(scope="module")
-def stock_server(openenv_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    app_dir = tmp_path_factory.mktemp("echo")
-    (app_dir / "echo_env.py").write_text(ECHO_ENV)
-    listener = socket.create_server(("127.0.0.1", 0))
-    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    # Not `uvicorn --fd`: it takes the descriptor for a Unix socket and leaves Nagle on.
-    serve = "import socket, sys, uvicorn; uvicorn.Server(uvicorn.Config('echo_env:app', log_level='warning'))" \
-            ".run(sockets=[socket.socket(fileno=int(sys.argv[1]))])"
-    process = subprocess.Popen(
-        [str(openenv_python), "-c", serve, str(listener.fileno())],
-        cwd=app_dir,
-        pass_fds=(listener.fileno(),),
-        env={**os.environ, "MAX_CONCURRENT_ENVS": "2"},
-    )
-    listener.close()
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, "stock server exited"
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "stock server did not start"
-            time.sleep(0.1)
+def stock_server(openenv_python: Path) -> Iterator[str]:
+    """tests/stock/echo_env.py served by the stock package, two sessions at most."""
+    command = [str(openenv_python), str(STOCK_DIR / "serve.py"), "{fd}", "echo_env:app"]
+    with process_on_socket(command, cwd=STOCK_DIR, env={"MAX_CONCURRENT_ENVS": "2"}) as (url, _):
         yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 async def test_our_client_plays_a_full_episode_on_a_stock_server(stock_server: str) -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import httpx
 import msgspec
 import pytest
+from serving import ManualClock, eventually
 
 from service_incident.models import ACTION_NAMES, schemas
 from service_incident.tasks import catalogue
@@ -19,8 +19,12 @@ def http(server_url: str) -> httpx.Client:
         yield client
 
 
+JSON = {"Content-Type": "application/json"}
+
+
 def test_reset_without_a_body_or_with_an_empty_object_is_200(http: httpx.Client) -> None:
-    for kwargs in ({}, {"json": {}}, {"content": b"{}"}):  # the last one has no Content-Type, like curl -d
+    with_charset = {"Content-Type": "application/json; charset=utf-8"}
+    for kwargs in ({}, {"json": {}}, {"content": b"{}", "headers": with_charset}):
         response = http.post("/reset", **kwargs)
         assert response.status_code == 200
         body = response.json()
@@ -49,14 +53,16 @@ def test_the_readme_curl_walkthrough_is_one_episode(http: httpx.Client) -> None:
 
 def test_episodes_are_addressed_by_header_body_or_query(http: httpx.Client) -> None:
     a = http.post("/reset", json={"episode_id": "ep-a", "seed": 1}).json()["episode_id"]
-    b = http.post("/reset", json={"episode_id": "ep-b", "seed": 2}).json()["episode_id"]
-    assert (a, b) == ("ep-a", "ep-b")
+    b = http.post("/reset", json={"seed": 2}).json()["episode_id"]
     http.post("/step", json={"action": {"action": "inspect_metrics", "target": "db"}}, headers={"Episode-Id": a})
     http.post("/step", json={"action": {"action": "inspect_logs", "target": "db"}, "episode_id": a})
     http.post("/step", json={"action": "inspect_logs", "target": "db", "episode_id": b, "timeout_s": 5})
-    assert http.get("/state", params={"episode_id": a}).json()["step_count"] == 2
-    assert http.get("/state", headers={"Episode-Id": b}).json()["step_count"] == 1
-    assert http.get("/state").json()["episode_id"] == "ep-b"  # the most recent episode
+    state_a = http.get("/state", params={"episode_id": a}).json()
+    assert state_a["step_count"] == 2
+    assert state_a["episode_id"] == "ep-a"  # a chosen name names the episode; the id is the server's
+    state_b = http.get("/state", headers={"Episode-Id": b}).json()
+    assert (state_b["episode_id"], state_b["step_count"]) == (b, 1)  # unnamed: named by its id
+    assert http.get("/state").json()["episode_id"] == b  # loopback: the most recent episode
 
 
 def test_unknown_episode_is_404(http: httpx.Client) -> None:
@@ -79,10 +85,13 @@ def test_unknown_episode_is_404(http: httpx.Client) -> None:
         ("/step", b'{"action": {"action": "declare", "target": "db"}}', ["severity"]),
         ("/step", b'{"action": {"action": "inspect_logs", "target": "db"}, "force": 1}', ["force"]),
         ("/step", b'{"action": "inspect_logs", "target": "db", "timeout_s": -1}', ["timeout_s"]),
+        ("/step", b'{"action": "inspect_logs", "target": "db", "episode_id": "a\\nb"}', ["episode_id"]),
+        ("/reset", b'{"episode_id": "\\u65e5\\u672c"}', ["episode_id"]),
+        ("/reset", b'{"episode_id": "ep\\r\\nSet-Cookie: x"}', ["episode_id"]),
     ],
 )
 def test_bad_requests_are_422_with_a_located_error(http: httpx.Client, path: str, body: bytes, loc: list[Any]) -> None:
-    response = http.post(path, content=body)
+    response = http.post(path, content=body, headers=JSON)
     assert response.status_code == 422
     (error,) = response.json()["detail"]
     assert error["loc"] == loc and error["msg"]
@@ -96,15 +105,16 @@ def test_step_before_any_http_episode_answers_like_a_fresh_environment(make_serv
 
 
 def test_http_episodes_are_bounded_in_number_and_idle_time(make_server: Any) -> None:
-    url = make_server(http_max_episodes=2, http_episode_idle_timeout_s=0.6)
+    clock = ManualClock()
+    url = make_server(clock=clock, http_max_episodes=2, http_episode_idle_timeout_s=60)
     with httpx.Client(base_url=url) as http:
         ids = [http.post("/reset", json={"episode_id": f"ep-{i}"}).json()["episode_id"] for i in range(3)]
         assert http.get("/state", params={"episode_id": ids[0]}).status_code == 404  # least recently used
         assert http.get("/state", params={"episode_id": ids[2]}).status_code == 200
         assert http.get("/health").json()["http_episodes"] == 2
-        time.sleep(1.0)
+        clock.advance(61)
+        eventually(lambda: http.get("/health").json()["http_episodes"] == 0, "idle episodes expired")
         assert http.get("/state", params={"episode_id": ids[2]}).status_code == 404
-        assert http.get("/health").json()["http_episodes"] == 0
 
 
 def test_discovery_endpoints(http: httpx.Client) -> None:
@@ -134,7 +144,7 @@ def rpc(http: httpx.Client, method: str, params: dict[str, Any] | None = None, i
 
 def test_mcp_errors_are_jsonrpc_with_http_200(http: httpx.Client) -> None:
     for body, code in ((b"", -32700), (b"{oops", -32700), (b"{}", -32600), (b"[]", -32600)):
-        response = http.post("/mcp", content=body)
+        response = http.post("/mcp", content=body, headers=JSON)
         assert response.status_code == 200
         assert response.json()["jsonrpc"] == "2.0" and response.json()["error"]["code"] == code
     assert rpc(http, "nope")["error"]["code"] == -32601

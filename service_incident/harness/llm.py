@@ -1,11 +1,20 @@
 """The LLM baseline: a chat model behind any OpenAI-compatible endpoint plays the on-call engineer.
 
 Configured the usual way: `API_BASE_URL`, `MODEL_NAME`, and the key in `HF_TOKEN`, `API_KEY` or
-`OPENAI_API_KEY`. Each turn the model gets the task, the allowed actions as JSON Schemas and the
-current observation, and answers with one JSON object (a tool call is accepted too). A reply that
-cannot be turned into an action is handed back to the model with the reason on its next turn.
-Rate limits (429) and server errors (5xx) are retried by the OpenAI client with exponential backoff,
-honouring Retry-After.
+`OPENAI_API_KEY`. Two choices shape the conversation:
+
+- `mode`: "prompt" sends one fresh prompt per turn, the task and the whole observation so far
+  (several KB by the end of a long episode); "chat" keeps one conversation per episode, and each
+  turn adds only what the last action changed or revealed.
+- `reply`: "text" asks for one JSON object in the reply's text (any endpoint); "json" also sets the
+  provider's JSON mode (`response_format`); "tools" offers one tool per allowed action, built from
+  the same schemas as the actions, and the model calls one.
+
+A reply that cannot be turned into an action is handed back to the model with the reason on its
+next turn. Rate limits (429) and server errors (5xx) are retried by the OpenAI client with
+exponential backoff, honouring Retry-After; a call that still fails is the endpoint's failure
+(`EndpointFailure`), not the agent's. The token limit is sent as `max_tokens`, or as
+`max_completion_tokens` once the endpoint has refused the first name (OpenAI's reasoning models do).
 """
 
 from __future__ import annotations
@@ -14,7 +23,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import msgspec
@@ -23,7 +32,7 @@ from msgspec import Struct
 from ..models import ACTION_TYPES, Action, InvalidAction, Observation, parse_action
 from ..tasks import TASKS
 from ..world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS
-from .evaluation import EpisodeSpec, Policy, Turn
+from .evaluation import EndpointFailure, EpisodeSpec, Policy, Turn
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessage, ChatCompletionMessageParam
@@ -31,12 +40,21 @@ if TYPE_CHECKING:
 DEFAULT_API_BASE_URL = "https://router.huggingface.co/v1"
 DEFAULT_MODEL = "Qwen/Qwen2.5-72B-Instruct"
 KEY_VARIABLES = ("HF_TOKEN", "API_KEY", "OPENAI_API_KEY")
+Mode = Literal["prompt", "chat"]
+Reply = Literal["text", "json", "tools"]
+MODES: tuple[Mode, ...] = ("prompt", "chat")
+REPLIES: tuple[Reply, ...] = ("text", "json", "tools")
 # A reply is one small JSON object; the headroom is for a rationale.
 MAX_TOKENS = 512
+# The two names endpoints know the completion-token limit by: the older, widest supported first.
+TOKEN_LIMIT_NAMES = ("max_tokens", "max_completion_tokens")
 # Requests in flight to the provider; typical hosted tiers throttle well before 8.
 DEFAULT_LLM_CONCURRENCY = 4
 MAX_RETRIES = 5
 REQUEST_TIMEOUT_S = 120.0
+# After this many calls in a row failed (each after its retries), later calls fail at once: an
+# endpoint that is down would otherwise cost every remaining episode its full retry schedule.
+FAILURES_TO_STOP = 3
 # How much of an unusable reply is quoted back to the model.
 QUOTE_CHARS = 400
 
@@ -51,6 +69,8 @@ class LLMSettings(Struct, frozen=True, kw_only=True):
     api_key: str
     concurrency: int = DEFAULT_LLM_CONCURRENCY
     temperature: float = 0.0
+    mode: Mode = "prompt"
+    reply: Reply = "text"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> LLMSettings:
@@ -77,33 +97,65 @@ class LLMAgent:
 
     def __init__(self, settings: LLMSettings) -> None:
         # Imported here: the openai package takes about 0.5 s to import, a quarter of a reference-agent run.
-        from openai import AsyncOpenAI
+        import openai
 
         self.settings = settings
         self.name = settings.model
-        self.client = AsyncOpenAI(
+        self._openai = openai
+        self.client = openai.AsyncOpenAI(
             base_url=settings.base_url, api_key=settings.api_key, max_retries=MAX_RETRIES, timeout=REQUEST_TIMEOUT_S
         )
         self._limiter = anyio.CapacityLimiter(settings.concurrency)
+        self.token_limit_name = TOKEN_LIMIT_NAMES[0]
+        self._failures = 0
+        self._last_failure = ""
 
     def __call__(self, spec: EpisodeSpec) -> Policy:
         task = TASKS.get(spec.task_id)
         return _Chat(self, task.description if task else f"Task {spec.task_id}.")
 
     async def complete(
-        self, messages: list[ChatCompletionMessageParam]
+        self, messages: list[ChatCompletionMessageParam], actions: list[str]
     ) -> tuple[ChatCompletionMessage | None, int, int]:
-        """One chat completion: its message (None if it has no choice) and the prompt and completion tokens."""
+        """One chat completion: its message (None if it has no choice) and the prompt and completion tokens.
+
+        Raises `EndpointFailure` when the endpoint fails the call after its retries.
+        """
+        if self._failures >= FAILURES_TO_STOP:
+            raise EndpointFailure(f"{self._failures} calls in a row failed, not calling again: {self._last_failure}")
+        options: dict[str, Any] = {}
+        if self.settings.reply == "json":
+            options["response_format"] = {"type": "json_object"}
+        elif self.settings.reply == "tools":
+            options["tools"] = [action_tool(name) for name in actions if name in _BY_NAME]
+            options["tool_choice"] = "required"
         async with self._limiter:
-            response = await self.client.chat.completions.create(
-                model=self.settings.model,
-                messages=messages,
-                temperature=self.settings.temperature,
-                max_tokens=MAX_TOKENS,
-            )
+            try:
+                response = await self._create(messages, options)
+            except self._openai.APIError as exc:
+                self._failures += 1
+                self._last_failure = f"model endpoint {self.settings.base_url}: {_reason(exc)}"
+                raise EndpointFailure(self._last_failure) from None
+        self._failures = 0
         usage = response.usage
         prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
         return (response.choices[0].message if response.choices else None), prompt, completion
+
+    async def _create(self, messages: list[ChatCompletionMessageParam], options: dict[str, Any]) -> Any:
+        for attempt in range(2):
+            name = self.token_limit_name
+            try:
+                # Sent as an extra body field: under exactly the name chosen, whatever the client version knows.
+                return await self.client.chat.completions.create(
+                    model=self.settings.model, messages=messages, temperature=self.settings.temperature,
+                    extra_body={name: MAX_TOKENS}, **options,
+                )
+            except self._openai.BadRequestError as exc:
+                if attempt or name not in str(exc):
+                    raise
+                # The endpoint refused this name for the limit: every later call uses the other one.
+                self.token_limit_name = next(other for other in TOKEN_LIMIT_NAMES if other != name)
+        raise AssertionError("unreachable")
 
     async def __aenter__(self) -> LLMAgent:
         return self
@@ -112,22 +164,39 @@ class LLMAgent:
         await self.client.close()
 
 
+def _reason(exc: Exception) -> str:
+    status = getattr(exc, "status_code", None)
+    return f"{type(exc).__name__}{f' (HTTP {status})' if status else ''}: {exc}"
+
+
 class _Chat:
-    """One episode's policy. The observation carries the episode so far (everything seen, every
-    action taken), so each turn is a fresh two-message prompt: no chat history piles up."""
+    """One episode's policy: in "prompt" mode each turn is a fresh two-message prompt (the observation
+    carries the episode so far); in "chat" mode one conversation grows by what each action revealed."""
 
     def __init__(self, agent: LLMAgent, task: str) -> None:
         self.agent = agent
         self.task = task
         self.feedback: str | None = None
+        self.messages: list[ChatCompletionMessageParam] = []
+        self.last: Observation | None = None
+        self.pending_calls: list[str] = []  # tool call ids of the last reply, each owed an answer
 
     async def __call__(self, observation: Observation) -> Turn:
-        messages: list[ChatCompletionMessageParam] = [
-            {"role": "system", "content": system_prompt(self.task, observation.available_actions)},
-            {"role": "user", "content": user_prompt(observation, self.feedback)},
-        ]
-        message, prompt, completion = await self.agent.complete(messages)
+        reply_format = self.agent.settings.reply
+        if self.agent.settings.mode == "prompt" or self.last is None:
+            self.messages = [
+                {"role": "system", "content": system_prompt(self.task, observation.available_actions, reply_format)},
+                {"role": "user", "content": user_prompt(observation, self.feedback, reply_format)},
+            ]
+        else:
+            self._add_turn(delta_prompt(self.last, observation, self.feedback, reply_format))
+        self.last = observation
+        message, prompt, completion = await self.agent.complete(self.messages, observation.available_actions)
         reply = (message.content if message else None) or ""
+        self.pending_calls = []
+        if message is not None:
+            self.messages.append(_as_param(message))
+            self.pending_calls = [call.id for call in message.tool_calls or []]
         try:
             if message is None:
                 raise InvalidReply("the response holds no message")
@@ -140,54 +209,128 @@ class _Chat:
         return Turn(action=action, reply=reply or _tool_text(message), prompt_tokens=prompt,
                     completion_tokens=completion)
 
+    def _add_turn(self, content: str) -> None:
+        """What the last action brought, as the answer to its tool call when the model made one."""
+        if not self.pending_calls:
+            self.messages.append({"role": "user", "content": content})
+            return
+        first, *others = self.pending_calls
+        self.messages.append({"role": "tool", "tool_call_id": first, "content": content})
+        # Every call of a reply is owed an answer; only the first one is acted on.
+        self.messages += [{"role": "tool", "tool_call_id": other, "content": "Not run: one action per turn."}
+                          for other in others]
+
+
+def _as_param(message: ChatCompletionMessage) -> ChatCompletionMessageParam:
+    """A reply as the assistant turn of the conversation sent back."""
+    param: dict[str, Any] = {"role": "assistant", "content": message.content}
+    if message.tool_calls:
+        param["tool_calls"] = [
+            {"id": call.id, "type": "function",
+             "function": {"name": call.function.name, "arguments": call.function.arguments}}
+            for call in message.tool_calls if getattr(call, "function", None)
+        ]
+    return param  # type: ignore[return-value]
+
 
 # --- prompts ----------------------------------------------------------------------------------
 
 _BY_NAME = {cls.__struct_config__.tag: cls for cls in ACTION_TYPES}
 # Fields of the observation the prompt leaves out: the schema covers the actions, the rest is
-# bookkeeping or only set once the episode is over.
-_HIDDEN = ("task_id", "available_actions", "score", "breakdown", "metadata", "done", "visible_logs")
+# bookkeeping, only set once the episode is over, or a reward (the agent is not told how it is doing).
+_HIDDEN = ("task_id", "available_actions", "score", "breakdown", "metadata", "done", "reward", "visible_logs")
+# Fields of the observation that never change within an episode: a chat turn does not repeat them.
+_FIXED = ("incident_id", "title", "services", "topology", "max_steps", "terminal_actions")
 
 
 def action_schema(name: str) -> dict[str, Any]:
     """The JSON Schema of one action, without the fields a model never needs to send."""
     cls = _BY_NAME[name]
-    schema = msgspec.json.schema(cls)["$defs"][cls.__name__]
+    _, components = msgspec.json.schema_components([cls], ref_template="#/$defs/{name}")
+    schema = components.pop(cls.__name__)
     schema.pop("title", None)
     schema["properties"].pop("metadata", None)
+    if components:  # types the action refers to
+        schema["$defs"] = components
     return schema
 
 
-def system_prompt(task: str, actions: list[str]) -> str:
-    schemas = "\n".join(json.dumps(action_schema(name)) for name in actions if name in _BY_NAME)
+def action_tool(name: str) -> dict[str, Any]:
+    """One action as a tool: named after it, its arguments the action's other fields."""
+    schema = action_schema(name)
+    description = schema.pop("description", name)
+    schema["properties"].pop("action")
+    schema["required"] = [field for field in schema.get("required", []) if field != "action"]
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": schema}}
+
+
+def system_prompt(task: str, actions: list[str], reply: Reply = "text") -> str:
+    if reply == "tools":
+        answer = 'Answer every turn by calling exactly one tool, one tool per action. A short "rationale" is welcome.'
+    else:
+        schemas = "\n".join(json.dumps(action_schema(name)) for name in actions if name in _BY_NAME)
+        answer = f"""Answer every turn with exactly one action: a single JSON object, no other text, matching one of
+these JSON Schemas (the field "action" selects which). A short "rationale" is welcome.
+{schemas}"""
     return f"""You are the on-call site reliability engineer and you have just been paged.
 {task}
 
 Nothing is visible until you look: inspect the services you choose, follow the evidence from the
-paged services to the root cause (callers' logs name the upstream they called; not every clue is
-true), remediate if the task allows it, then declare. Severity follows user-facing impact:
+paged services to the root cause (not every clue is true), remediate if the task allows it, then
+declare. Severity follows user-facing impact:
 P0 when a user-facing service fails at least {P0_ERROR_RATE:.0%} of requests, or its p99 latency is at
 least {P0_LATENCY_MS:.0f} ms, or a datastore refuses or loses writes; P1 when it fails at least
 {P1_ERROR_RATE:.0%} of requests or p99 is at least {P1_LATENCY_MS:.0f} ms; P2 otherwise.
 
-Answer every turn with exactly one action: a single JSON object, no other text, matching one of
-these JSON Schemas (the field "action" selects which). A short "rationale" is welcome.
-{schemas}"""
+{answer}"""
 
 
-def user_prompt(observation: Observation, feedback: str | None = None) -> str:
+def user_prompt(observation: Observation, feedback: str | None = None, reply: Reply = "text") -> str:
+    """The whole observation: the first turn of a chat, every turn of a one-prompt episode."""
     shown = {k: v for k, v in msgspec.to_builtins(observation).items() if k not in _HIDDEN}
-    logs = "\n".join(f"--- logs of {name} ---\n{text}" for name, text in observation.visible_logs.items())
+    heading = f"Observation after step {observation.step_count} of {observation.max_steps}:"
+    return _prompt(heading, shown, observation.visible_logs, observation, feedback, reply)
+
+
+def revealed(before: Observation, after: Observation) -> dict[str, Any]:
+    """What changed from one observation to the next: new or changed entries of each mapping, items
+    appended to each list (a list changed otherwise is given whole), and every other changed field."""
+    old, new = msgspec.to_builtins(before), msgspec.to_builtins(after)
+    changed: dict[str, Any] = {}
+    for key, value in new.items():
+        previous = old.get(key)
+        if key in _FIXED or value == previous:
+            continue
+        if isinstance(value, dict) and isinstance(previous, dict):
+            changed[key] = {k: v for k, v in value.items() if previous.get(k) != v}
+        elif isinstance(value, list) and isinstance(previous, list) and value[: len(previous)] == previous:
+            changed[key] = value[len(previous):]
+        else:
+            changed[key] = value
+    return changed
+
+
+def delta_prompt(before: Observation, after: Observation, feedback: str | None = None, reply: Reply = "text") -> str:
+    """A chat turn: only what the last action changed or revealed."""
+    changed = revealed(before, after)
+    logs = changed.get("visible_logs", {})
+    shown = {k: v for k, v in changed.items() if k not in _HIDDEN}
+    heading = (f"After step {after.step_count} of {after.max_steps}, what changed:" if changed
+               else "Nothing changed.")
+    return _prompt(heading, shown, logs, after, feedback, reply)
+
+
+def _prompt(heading: str, shown: dict[str, Any], logs: Mapping[str, str], observation: Observation,
+            feedback: str | None, reply: Reply) -> str:
     left = observation.max_steps - observation.step_count
     parts = [
-        f"Observation after step {observation.step_count} of {observation.max_steps}:",
-        json.dumps(shown, separators=(",", ":")),
-        logs,
+        heading,
+        json.dumps(shown, separators=(",", ":")) if shown else "",
+        "\n".join(f"--- logs of {name} ---\n{text}" for name, text in logs.items()),
         f"Steps left: {left}." + (" This is your last step." if left == 1 else ""),
+        feedback or "",
+        "Your action, as one tool call:" if reply == "tools" else "Your action, as one JSON object:",
     ]
-    if feedback:
-        parts.append(feedback)
-    parts.append("Your action, as one JSON object:")
     return "\n\n".join(part for part in parts if part)
 
 

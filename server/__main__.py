@@ -1,0 +1,5 @@
+"""`python -m service_incident.server`: the `server` command."""
+
+from .app import main
+
+main()

@@ -1,0 +1,94 @@
+"""What a request must be before any route sees it: from an allowed origin, JSON, bounded, prompt.
+
+* A browser page on another site can send "simple" cross-origin requests (form or `text/plain`
+  bodies, no preflight) and open WebSockets to any server the user can reach, a local one included.
+  So POST bodies must be `application/json` (415 otherwise), and a request or WebSocket that carries
+  an `Origin` must come from this server's own origin or one the settings allow (403 otherwise).
+  Non-browser clients send no `Origin` and are unaffected.
+* A body larger than the cap is answered 413 before it is read: at once when `Content-Length` says
+  so, else as soon as the bytes read pass the cap. A body that stops arriving is answered 408 after
+  the timeout. Either way no more than the cap is ever held in memory.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import anyio
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .errors import failure
+
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+class OriginPolicy:
+    """Same origin and no origin are allowed; so are the origins listed (`*` allows any)."""
+
+    def __init__(self, allowed: frozenset[str]) -> None:
+        self.allowed = allowed
+
+    def allows(self, headers: Headers) -> bool:
+        origin = headers.get("origin")
+        if origin is None or "*" in self.allowed or origin in self.allowed:
+            return True
+        # The scheme is not compared: behind a TLS proxy the page is https and the hop to us is not.
+        return urlsplit(origin).netloc.lower() == headers.get("host", "").lower()
+
+
+def is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
+class RequestGuard:
+    def __init__(self, app: ASGIApp, *, origins: OriginPolicy, max_body_bytes: int, body_timeout_s: float) -> None:
+        self.app = app
+        self.origins = origins
+        self.max_body_bytes = max_body_bytes
+        self.body_timeout_s = body_timeout_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in _BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        refusal = self._refusal(headers)
+        if refusal is not None:
+            await failure(*refusal)(scope, receive, send)
+            return
+        await self.app(scope, self._bounded(receive), send)
+
+    def _refusal(self, headers: Headers) -> tuple[int, str] | None:
+        if not self.origins.allows(headers):
+            return 403, "cross-origin requests are not allowed from this origin"
+        length = headers.get("content-length")
+        has_body = "transfer-encoding" in headers or (length is not None and length.strip() not in ("", "0"))
+        if has_body and not is_json(headers.get("content-type", "")):
+            return 415, "the body must be JSON, sent with Content-Type: application/json"
+        if length is not None and length.strip().isdigit() and int(length) > self.max_body_bytes:
+            return 413, f"the body is larger than the limit of {self.max_body_bytes} bytes"
+        return None
+
+    def _bounded(self, receive: Receive) -> Receive:
+        received = 0
+        deadline = anyio.current_time() + self.body_timeout_s
+        done = False
+
+        async def bounded_receive() -> Message:
+            nonlocal received, done
+            if done:  # the body is in; what is left to hear is the disconnect, whenever it comes
+                return await receive()
+            with anyio.move_on_after(deadline - anyio.current_time()):
+                message = await receive()
+                if message["type"] == "http.request":
+                    received += len(message.get("body", b""))
+                    if received > self.max_body_bytes:
+                        raise HTTPException(413, f"the body is larger than the limit of {self.max_body_bytes} bytes")
+                    done = not message.get("more_body", False)
+                return message
+            raise HTTPException(408, f"the body did not arrive within {self.body_timeout_s:g} s")
+
+        return bounded_receive

@@ -1,0 +1,109 @@
+"""Where the evaluation plays: a small session protocol and its two implementations.
+
+A `Session` is one environment session (reset, then steps) and `Sessions` opens one per episode,
+the way an HTTP client runs over either a network or an in-process ASGI transport:
+
+- `InProcess()` plays `ServiceIncidentEnvironment` in this process: no server, no sockets;
+- `WebSocket(base_url)` plays over the WebSocket client against a running server, and
+  `WebSocket.embedded()` starts one on a free local port for as long as it is used.
+
+Both give the same observations for the same task, seed and actions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Protocol
+
+import anyio
+import msgspec
+
+from service_incident.client import LocalServer, ServiceIncidentEnv
+
+from ..environment import ServiceIncidentEnvironment
+from ..models import Action, Observation, ResetRequest
+
+
+class Session(Protocol):
+    async def reset(self, request: ResetRequest) -> Observation: ...
+
+    async def step(self, action: Action) -> Observation: ...
+
+
+class Sessions(Protocol):
+    """Opens a session per episode. `where` names the environment in messages."""
+
+    @property
+    def where(self) -> str: ...
+
+    def open(self) -> AbstractAsyncContextManager[Session]: ...
+
+
+class _InProcessSession:
+    def __init__(self) -> None:
+        self._env = ServiceIncidentEnvironment()
+
+    async def reset(self, request: ResetRequest) -> Observation:
+        observation = self._env.reset(**msgspec.structs.asdict(request))
+        # The environment never waits; a checkpoint lets concurrent episodes (and model calls) take turns.
+        await anyio.lowlevel.checkpoint()
+        return observation
+
+    async def step(self, action: Action) -> Observation:
+        observation = self._env.step(action)
+        await anyio.lowlevel.checkpoint()
+        return observation
+
+
+class InProcess:
+    """Episodes on the environment itself, in this process."""
+
+    where = "the in-process environment"
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[Session]:
+        yield _InProcessSession()
+
+
+_DEFAULT_RESET = msgspec.structs.asdict(ResetRequest())
+
+
+class _WebSocketSession:
+    def __init__(self, env: ServiceIncidentEnv) -> None:
+        self._env = env
+
+    async def reset(self, request: ResetRequest) -> Observation:
+        # Only what differs from the defaults travels: the server decodes into the same ResetRequest.
+        given = {k: v for k, v in msgspec.structs.asdict(request).items() if v != _DEFAULT_RESET[k]}
+        return (await self._env.reset(**given)).observation
+
+    async def step(self, action: Action) -> Observation:
+        return (await self._env.step(action)).observation
+
+
+class WebSocket:
+    """Episodes over the WebSocket client, a session each, against the server at `base_url`."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+
+    @property
+    def where(self) -> str:
+        return self.base_url
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[Session]:
+        async with ServiceIncidentEnv(self.base_url) as env:
+            yield _WebSocketSession(env)
+
+    @classmethod
+    @asynccontextmanager
+    async def embedded(cls) -> AsyncIterator[WebSocket]:
+        """A server of our own on a free local port, stopped when the block ends (interrupted too)."""
+        local = LocalServer()
+        try:
+            yield cls(await anyio.to_thread.run_sync(local.start))
+        finally:
+            with anyio.CancelScope(shield=True):  # no server process left behind
+                await anyio.to_thread.run_sync(local.stop)

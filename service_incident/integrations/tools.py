@@ -1,0 +1,88 @@
+"""The actions as tools: one per action type, named by its tag, with the JSON Schema of its arguments.
+
+MCP's `tools/list`, TRL's tool methods and provider function calling all read these specs, so a new
+action type is a new tool everywhere without an edit here.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from service_incident.models import ACTION_TYPES, ResetRequest
+
+# Accepted on every action because OpenEnv's pydantic actions always send it, and ignored: a caller
+# has nothing to put there, so it is no argument of a tool.
+HIDDEN_FIELDS = frozenset({"metadata"})
+
+# What each argument means, for fields whose type carries no description of its own. A language
+# model reads these in the tool schema; a type's own `Meta(description=...)` takes precedence.
+ARGUMENT_NOTES: dict[str, str] = {
+    "target": "The service to act on, by its name as listed in the observation's services.",
+    "targets": "Every root-cause service, by name.",
+    "severity": "The incident severity: P0 (users broadly affected), P1 (degraded) or P2 (minor).",
+    "additional_targets": "Further root-cause services, when more than one is at fault.",
+    "rationale": "Why you take this action, citing what you observed. Required in some tasks.",
+    "task_id": "The task to play (see GET /tasks); the default task when omitted.",
+    "seed": "Seed of the incident drawn and of its telemetry; a random one when omitted.",
+    "incident_id": "A specific incident of the task, instead of one drawn by the seed.",
+    "reward_mode": "final: the whole return on the last step (evaluation); dense: per-step shaping (training).",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    # The Struct whose fields are the arguments (an action type, or the reset request).
+    arguments: type[msgspec.Struct]
+
+
+def _spec(name: str, cls: type[msgspec.Struct], component: dict[str, Any], hidden: frozenset[str]) -> ToolSpec:
+    schema = copy.deepcopy(component)
+    schema.pop("title", None)
+    description = schema.pop("description", "")
+    properties = schema["properties"]
+    for field in hidden & properties.keys():
+        del properties[field]
+    for field, prop in properties.items():
+        if "description" not in prop and field in ARGUMENT_NOTES:
+            prop["description"] = ARGUMENT_NOTES[field]
+    schema["required"] = [field for field in schema.get("required", []) if field not in hidden]
+    return ToolSpec(name, description, schema, cls)
+
+
+def _action_tools() -> tuple[ToolSpec, ...]:
+    _, components = msgspec.json.schema_components(ACTION_TYPES, ref_template="#/$defs/{name}")
+    specs = []
+    for cls in ACTION_TYPES:
+        config = cls.__struct_config__
+        # The tool's name is the action's tag, so the tag is no argument.
+        hidden = HIDDEN_FIELDS | {config.tag_field}
+        specs.append(_spec(str(config.tag), cls, components[cls.__name__], hidden))
+    return tuple(specs)
+
+
+ACTION_TOOLS: tuple[ToolSpec, ...] = _action_tools()
+TOOLS_BY_NAME: dict[str, ToolSpec] = {spec.name: spec for spec in ACTION_TOOLS}
+
+
+def _reset_tool() -> ToolSpec:
+    _, components = msgspec.json.schema_components([ResetRequest], ref_template="#/$defs/{name}")
+    # The session that calls the tool owns the episode, so the episode's id is not the caller's to choose.
+    spec = _spec("reset", ResetRequest, components[ResetRequest.__name__], frozenset({"episode_id"}))
+    description = "Start a new incident (ends the current one): you are paged and see its first telemetry."
+    return ToolSpec(spec.name, description, spec.input_schema, ResetRequest)
+
+
+RESET_TOOL = _reset_tool()
+
+
+def argument_fields(spec: ToolSpec) -> list[msgspec.structs.FieldInfo]:
+    """The Struct fields a tool takes, in schema order."""
+    shown = spec.input_schema["properties"]
+    return [field for field in msgspec.structs.fields(spec.arguments) if field.encode_name in shown]

@@ -1,0 +1,47 @@
+"""The core does no I/O: importing it (and the pure report beside it) loads no network, server,
+async or model-client library. Checked in a fresh interpreter, whose modules nothing else has loaded."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+PURE = (
+    "service_incident.environment",
+    "service_incident.models",
+    "service_incident.tasks",
+    "service_incident.scoring",
+    "service_incident.harness.records",
+    "service_incident.harness.report",
+)
+FORBIDDEN = ("socket", "websockets", "anyio", "uvicorn", "openai")
+
+
+def loaded_after_importing(modules: tuple[str, ...]) -> list[str]:
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {list(modules)!r}: importlib.import_module(name)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    return json.loads(result.stdout)
+
+
+def test_the_core_and_the_report_load_no_io_library() -> None:
+    loaded = loaded_after_importing(PURE)
+    assert set(PURE) <= set(loaded)
+    offending = [name for name in loaded if name.split(".")[0] in FORBIDDEN]
+    assert offending == []
+
+
+def test_the_check_sees_an_io_library_when_one_is_loaded() -> None:
+    # The evaluation runner plays over the WebSocket client: the same check must catch it.
+    loaded = loaded_after_importing(("service_incident.harness.evaluation",))
+    assert {"websockets", "anyio"} <= {name.split(".")[0] for name in loaded}
+
+
+def test_the_evaluation_command_needs_openai_only_for_the_llm_agent() -> None:
+    # An image without the model client still evaluates the reference agents.
+    loaded = loaded_after_importing(("service_incident.harness.cli",))
+    assert "openai" not in {name.split(".")[0] for name in loaded}
