@@ -109,7 +109,7 @@ def _draw(
     kinds = {s.name: s.kind for s in services}
     types = list(knobs.fault_types or FAULTS)
     faults: list[FaultSpec] = []
-    for _ in range(rng.randint(*knobs.faults)):
+    for _ in range(_fault_count(rng, knobs.faults)):
         fault_type = rng.choice(types)
         hosts = [n for n in names if kinds[n] in FAULTS[fault_type].kinds and n not in {f.service for f in faults}]
         if wanted == "P2":
@@ -159,6 +159,14 @@ def _draw(
             else:
                 low = min(high, middle)
     return candidates[0] if candidates and settle else None
+
+
+def _fault_count(rng: random.Random, bounds: tuple[int, int]) -> int:
+    """How many faults: in a tier with several, one fault is the least likely count."""
+    low, high = bounds
+    if low == high:
+        return low
+    return rng.choice([low, *range(low + 1, high + 1), *range(low + 1, high + 1)])
 
 
 def _topology(rng: random.Random, count: int) -> list[ServiceSpec]:

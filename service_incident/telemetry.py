@@ -440,7 +440,7 @@ class Telemetry:
         return MetricPoint(
             at=format_time(clock(world, minute))[11:16],
             p99_ms=float(round(jitter(state.p99_ms))),
-            error_rate=round(min(1.0, jitter(state.error_rate)), 4),
+            error_rate=significant(min(1.0, jitter(state.error_rate))),
             rps=float(round(jitter(state.rps), 1)),
             cpu_pct=round(min(100.0, jitter(state.cpu_pct)), 1),
             memory_pct=round(min(100.0, jitter(state.memory_pct)), 1),
@@ -668,11 +668,11 @@ class Telemetry:
             if began == -HISTORY_MINUTES:
                 since -= timedelta(minutes=spread(5, 240, incident.id, service, signal))
             critical = rule.critical_at is not None and peak >= rule.critical_at
-            digits = 4 if signal.endswith("ratio") else 1
+            shown = significant if signal.endswith("ratio") else _tenths
             alerts.append(Alert(
                 service=service, signal=signal, level="critical" if critical else "warning",
                 status="firing" if (service, signal) in now else "resolved",
-                value=round(value, digits), peak=round(peak, digits),
+                value=shown(value), peak=shown(peak),
                 summary=rule.summary.format(value=value, peak=peak), since=format_time(since),
             ))
         started = parse_time(incident.started_at)
@@ -688,6 +688,15 @@ class Telemetry:
         facing = {s.name for s in incident.services if s.user_facing}
         alerts.sort(key=lambda a: (a.status != "firing", a.level != "critical", a.service not in facing, a.service))
         return alerts
+
+
+def significant(value: float) -> float:
+    """A ratio as dashboards print it: four significant digits."""
+    return float(f"{value:.4g}")
+
+
+def _tenths(value: float) -> float:
+    return round(value, 1)
 
 
 def pick_fixed(options: tuple[str, ...], *key: object) -> str:

@@ -377,33 +377,39 @@ class RandomAgent:
 class StructuredInvestigator:
     """Follows the blame in log lines from the first page, hop by hop, and takes it at face value.
 
-    A service with a loud line of its own is declared at once (a noisy neighbour will do); otherwise it
-    follows the first dependency a loud line names, and stops where no line names one. It never
-    looks at traces, deploys or health, and never remediates.
+    A service with a loud line of its own is declared at once (a noisy neighbour will do); otherwise
+    it follows the first dependency an error names (a warning if no error does), or, where lines do
+    not say which dependency failed, the first paged dependency. It never looks at traces, metrics,
+    deploys or health, and never remediates.
     """
 
     name = "structured"
 
     def act(self, observation: Observation) -> Action:
-        first = observation.alerts[0].service if observation.alerts else None
-        service = first or next(iter(observation.visible_logs), observation.services[0])
+        obs = observation
+        topology = {card.name: card.depends_on for card in obs.topology}
+        paged = paged_services(obs)
+        service = paged[0] if paged else next(iter(obs.visible_logs), obs.services[0])
         chain: list[str] = []
-        while service in observation.visible_logs and service not in chain:
+        while service in obs.visible_logs and service not in chain:
             chain.append(service)
-            flagged = [line for line in observation.visible_logs[service].splitlines() if _flagged(line)]
-            if own_trouble(observation.visible_logs[service]):
+            logs = obs.visible_logs[service]
+            if own_trouble(logs):
                 break
-            blamed = next(
-                (m.group(1) for line in flagged if (m := _BLAME.search(line)) and m.group(1) in observation.services),
-                None,
-            )
-            if blamed is None:
+            loud = [line for line in logs.splitlines() if _flagged(line)]
+            named = [m.group(1) for line in sorted(loud, key=lambda line: level(line) == "WARN")
+                     if (m := _BLAME.search(line)) and m.group(1) in topology]
+            deps = [d for d in topology.get(service, []) if d not in chain]
+            if named:
+                service = named[0]
+            elif (loud or logs.startswith("(no log lines")) and deps:
+                service = sorted(deps, key=lambda d: d not in paged)[0]
+            else:
                 break
-            service = blamed
         else:
-            if service not in chain and observation.max_steps - observation.step_count > 1:
-                return InspectLogs(target=service, rationale=_cite(observation, service))
-        return self._close(observation, service)
+            if service not in chain and obs.max_steps - obs.step_count > 1:
+                return InspectLogs(target=service, rationale=_cite(obs, service))
+        return self._close(obs, service)
 
     @staticmethod
     def _close(observation: Observation, service: str) -> Action:
