@@ -47,7 +47,7 @@ STEP_MINUTES = 1
 METRIC_NOISE = 0.03
 LEVELS = ("CRIT", "PANIC", "FATAL", "ERROR", "WARN", "LOG", "INFO")
 TRACES_SAMPLED = 4
-TRACE_CANDIDATES = 24
+TRACE_CANDIDATES = 12
 TRACE_DEPTH = 3
 
 _FIELD = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
@@ -201,7 +201,9 @@ class Telemetry:
     def __init__(self, world: World, seed: int) -> None:
         self.world = world
         self.seed = seed
-        self._alerts: dict[int, list[Alert]] = {}
+        self._alerts: dict[int, tuple[dict[tuple[str, str], float], list[Alert]]] = {}
+        self._readings: dict[int, tuple[dict[str, ServiceState], dict[tuple[str, str], float]]] = {}
+        self._histories: dict[int, tuple[object, dict[tuple[str, str], int], dict[tuple[str, str], float]]] = {}
         self._trace_step = 0
         self._seen: dict[tuple[View, str], tuple[object, Look]] = {}
 
@@ -633,29 +635,54 @@ class Telemetry:
     def alerts(self, step: int) -> list[Alert]:
         """Firing alerts and those that fired earlier, as of what metrics show (lag included)."""
         at = self.lagged(step)
+        readings = self.readings(at)
         cached = self._alerts.get(at)
-        if cached is None:
-            cached = self._alerts[at] = self._render_alerts(at)
-        return cached
+        if cached is None or cached[0] is not readings:
+            previous = self._alerts.get(at - 1)
+            # Nothing new fired and no value moved: the pages are the previous step's.
+            unchanged = previous is not None and readings == previous[0]
+            if unchanged and at > 0 and self._history(at) == self._history(at - 1):
+                cached = (readings, previous[1])  # type: ignore[index]
+            else:
+                cached = (readings, self._render_alerts(at))
+            self._alerts[at] = cached
+        return cached[1]
 
     def readings(self, step: int) -> dict[tuple[str, str], float]:
+        """Which alert rules fire at a step, and on what value; kept while the world's states stand."""
         states = self.world.states_at(step)
-        return {
+        cached = self._readings.get(step)
+        if cached is not None and cached[0] is states:
+            return cached[1]
+        found = {
             (spec.name, rule.signal): value
             for spec in self.world.incident.services
             for rule, value in fired(spec.user_facing, states[spec.name])
         }
+        self._readings[step] = (states, found)
+        return found
+
+    def _history(self, step: int) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], float]]:
+        """When each alert first fired (since the start of the history) and its peak since the page,
+        up to a step; built on the previous step's."""
+        readings = self.readings(step)
+        cached = self._histories.get(step)
+        if cached is not None and cached[0] is readings:
+            return cached[1], cached[2]
+        if step > -HISTORY_MINUTES:
+            first, peaks = (dict(part) for part in self._history(step - 1))
+        else:
+            first, peaks = {}, {}
+        for key, value in readings.items():
+            first.setdefault(key, step)
+            if step >= 0 or key not in peaks:
+                peaks[key] = max(peaks.get(key, 0.0), value)
+        self._histories[step] = (readings, first, peaks)
+        return first, peaks
 
     def _render_alerts(self, step: int) -> list[Alert]:
         incident = self.world.incident
-        first: dict[tuple[str, str], int] = {}
-        peaks: dict[tuple[str, str], float] = {}
-        for minute in range(-HISTORY_MINUTES, step + 1):
-            readings = self.readings(minute)
-            for key, value in readings.items():
-                first.setdefault(key, minute)
-                if minute >= 0 or key not in peaks:
-                    peaks[key] = max(peaks.get(key, 0.0), value)
+        first, peaks = self._history(step)
         now = self.readings(step)
         rules = {rule.signal: rule for rule in ALERT_RULES}
         alerts = []

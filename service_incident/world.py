@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
 
+import msgspec
 from msgspec import structs
 
 from .faults import FAULTS, RECORD_KINDS, TECHNOLOGIES, FailureMode, FaultType, Remedy
@@ -64,6 +65,17 @@ def spread(low: float, high: float, *key: object) -> float:
     return low + (high - low) * unit(*key)
 
 
+def wobble(key: int, step: int, channel: int) -> float:
+    """Per-minute noise in [-1, 1): an integer hash of (service, minute, channel), cheap on every step."""
+    x = (key * 0x9E3779B1 + (step + 1000) * 0x85EBCA77 + channel * 0xC2B2AE3D) & 0xFFFFFFFF
+    x ^= x >> 15
+    x = (x * 0x2C1B3C6D) & 0xFFFFFFFF
+    x ^= x >> 12
+    x = (x * 0x297A2D39) & 0xFFFFFFFF
+    x ^= x >> 15
+    return x / 2147483648.0 - 1.0
+
+
 @dataclass(frozen=True, slots=True)
 class Edge:
     """How a caller uses one dependency."""
@@ -95,6 +107,8 @@ class Node:
     entry_rps: float
     noise: float
     replicas: int
+    # Seeds this service's per-minute noise.
+    key: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +200,7 @@ def _plan_for(incident_id: str, wiring: tuple[tuple[str, str, str, bool, tuple[s
             entry_rps=entry,
             noise=spread(0.02, 0.07, *key, "noise"),
             replicas=2 + int(unit(*key, "replicas") * 4),
+            key=zlib.crc32(f"{incident_id}:{name}".encode()),
         )
     ordered = tuple(nodes[name] for name in order)
     healthy = _flow(ordered, {}, {})
@@ -254,6 +269,31 @@ class _FaultRun:
         return strength
 
 
+_PREPAGE: dict[bytes, dict[int, dict[str, ServiceState]]] = {}
+_PREPAGE_KEPT = 256
+
+
+class _Steps(dict[int, dict[str, ServiceState]]):
+    """Simulated states by step; steps before the page go to the incident's shared store."""
+
+    def __init__(self, prepage: dict[int, dict[str, ServiceState]]) -> None:
+        super().__init__()
+        self.prepage = prepage
+
+    def get(self, step: int, default: None = None) -> dict[str, ServiceState] | None:  # type: ignore[override]
+        return self.prepage.get(step) if step < 0 else super().get(step)
+
+    def __setitem__(self, step: int, states: dict[str, ServiceState]) -> None:
+        if step < 0:
+            self.prepage[step] = states
+        else:
+            super().__setitem__(step, states)
+
+    def forget_from(self, step: int) -> None:
+        for later in [s for s in self if s >= step]:
+            del self[later]
+
+
 @dataclass(frozen=True, slots=True)
 class Remediation:
     step: int
@@ -274,7 +314,7 @@ class World:
     _capacity: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     _shed: dict[str, int] = field(default_factory=dict)
     _restarts: dict[str, set[int]] = field(default_factory=dict)
-    _cache: dict[int, dict[str, ServiceState]] = field(default_factory=dict)
+    _cache: _Steps = field(init=False)
 
     def __post_init__(self) -> None:
         incident = self.incident
@@ -284,6 +324,7 @@ class World:
             self.plan.healthy_p99.update({node.name: math.inf for node in self.plan.nodes})
             calm = World(structs.replace(incident, faults=[], distractions=[]))
             self.plan.healthy_p99.update({name: state.p99_ms for name, state in calm.states_at(0).items()})
+        self._cache = _Steps(self._prepage())
         self._runs = [
             _FaultRun(
                 spec, FAULTS[spec.type], fault_lead(incident, spec, index),
@@ -301,6 +342,16 @@ class World:
         if states is None:
             states = self._cache[step] = self._simulate(step)
         return states
+
+    def _prepage(self) -> dict[int, dict[str, ServiceState]]:
+        """States before the page depend on the incident alone: shared by every episode that plays it."""
+        key = msgspec.json.encode(self.incident)
+        shared = _PREPAGE.get(key)
+        if shared is None:
+            if len(_PREPAGE) >= _PREPAGE_KEPT:
+                _PREPAGE.pop(next(iter(_PREPAGE)))
+            shared = _PREPAGE[key] = {}
+        return shared
 
     def advance(self) -> None:
         self.step += 1
@@ -365,7 +416,7 @@ class World:
             self._capacity.setdefault(service, []).append((step, 2.0))
         elif remedy == "shed_load":
             self._shed.setdefault(service, step)
-        self._cache = {s: states for s, states in self._cache.items() if s < step}
+        self._cache.forget_from(step)
         self.history.append(Remediation(step, remedy, service, outcome))
         return outcome
 
@@ -402,7 +453,7 @@ class World:
             if strength > 0.0:
                 live.setdefault(run.spec.service, []).append((run.kind, strength))
         side = _side_effects(incident.distractions, step, incident.id)
-        load = {name: sum(k.load * s for k, s in faults) for name, faults in live.items() if faults}
+        load = {name: extra for name, faults in live.items() if (extra := sum(k.load * s for k, s in faults))}
         shed = {
             name: 1.2 * plan_.healthy_rps[name] * self.capacity(name, step)
             for name, since in self._shed.items() if since <= step
@@ -410,11 +461,10 @@ class World:
         rps = _flow(plan_.nodes, load, shed) if load or shed else plan_.healthy_rps
         restarting = {name for name, steps in self._restarts.items() if step in steps}
         states: dict[str, ServiceState] = {}
-        iid = incident.id
         for node in plan_.nodes:
             name = node.name
-            wobble = unit(iid, name, step, "w") * 2.0 - 1.0
-            wobble2 = unit(iid, name, step, "v") * 2.0 - 1.0
+            w1 = wobble(node.key, step, 1)
+            w2 = wobble(node.key, step, 2)
             noise = node.noise
             faults = live.get(name, ())
             capacity = plan_.capacity_rps[name] * self.capacity(name, step)
@@ -426,24 +476,24 @@ class World:
             base_util = max(node.cpu_pct, 5.0) / 100.0
             queueing = _queueing(utilisation) / _queueing(base_util)
             shed_share = 1.0 - 1.0 / utilisation if utilisation > 1.0 else 0.0
-            self_p50 = node.p50_ms * queueing * (1.0 + noise * wobble)
-            self_p99 = self_p50 * node.tail * (1.0 + noise * wobble2)
-            cpu = min(99.0, 100.0 * utilisation * (1.0 + noise * wobble2)) if rps[name] else node.cpu_pct
-            memory = node.memory_pct * (1.0 + 0.3 * noise * wobble)
-            own_ok = (1.0 - node.error_rate * (1.0 + wobble)) * (1.0 - shed_share)
+            self_p50 = node.p50_ms * queueing * (1.0 + noise * w1)
+            self_p99 = self_p50 * node.tail * (1.0 + noise * w2)
+            cpu = min(99.0, 100.0 * utilisation * (1.0 + noise * w2)) if rps[name] else node.cpu_pct
+            memory = node.memory_pct * (1.0 + 0.3 * noise * w1)
+            own_ok = (1.0 - node.error_rate * (1.0 + w1)) * (1.0 - shed_share)
             silent = 0.0
             health: Health | None = None
             mode: FailureMode = "error"
             strongest = 0.0
             for kind, strength in faults:
-                own_ok *= 1.0 - min(1.0, kind.error_rate * strength * (1.0 + noise * wobble))
+                own_ok *= 1.0 - min(1.0, kind.error_rate * strength * (1.0 + noise * w1))
                 silent += kind.caller_failure * strength
                 self_p50 += kind.latency_ms * strength * 0.45
-                self_p99 += kind.latency_ms * strength * (1.4 + noise * wobble2)
+                self_p99 += kind.latency_ms * strength * (1.4 + noise * w2)
                 if kind.cpu_pct is not None:
                     cpu += (kind.cpu_pct - cpu) * strength
                 if kind.memory_pct is not None:
-                    memory += (kind.memory_pct * (1.0 - 0.01 * (1 + wobble)) - memory) * min(1.0, strength)
+                    memory += (kind.memory_pct * (1.0 - 0.01 * (1 + w1)) - memory) * min(1.0, strength)
                 if strength > strongest:
                     strongest = strength
                     health = kind.health if strength >= 0.5 else "degraded"
@@ -456,7 +506,7 @@ class World:
             else:
                 extra_error = 0.0
             if name in restarting:
-                own_ok *= 1.0 - RESTART_DISRUPTION * (1.0 + noise * wobble)
+                own_ok *= 1.0 - RESTART_DISRUPTION * (1.0 + noise * w1)
             p50, p99 = self_p50, self_p99
             success = 1.0
             worst_wait = 0.0
@@ -464,7 +514,9 @@ class World:
             for edge in node.edges:
                 dep = states[edge.dep]
                 refused = dep.call_failure
-                timed_out = exceed(dep.p50_ms, dep.p99_ms, edge.deadline_ms)
+                # Calls time out only when the dependency's tail reaches the deadline.
+                deadline = edge.deadline_ms
+                timed_out = exceed(dep.p50_ms, dep.p99_ms, deadline) if dep.p99_ms * 2 > deadline else 0.0
                 failed = 1.0 - (1.0 - refused) * (1.0 - timed_out)
                 if edge.breaker and failed >= BREAKER_OPEN:
                     seen, wait50, wait99, cause = 1.0, 1.0, 2.0, "breaker"
