@@ -59,11 +59,12 @@ def _triage(difficulty: str, prefix: str, max_steps: int) -> Task:
 INVESTIGATION = tuple(action_name(t) for t in INSPECTIONS)
 REMEDIATION = tuple(action_name(t) for t in REMEDIATIONS)
 # Budgets of the generated tiers, from the steps an efficient investigator needs: one look that
-# localizes (traces or metrics from the page), then per fault a look at the suspect and a second
-# view to choose the fix, the fix, and a look to see it work; the answer; and slack for red herrings.
-BUDGET_BASE = 2  # the localizing look and the answer
+# localizes (traces from the page) and the answer; per fault at most, a look at the suspect, a
+# second view to choose the fix, the fix, and a look to see it work; and slack: two steps, and one
+# more for every two red herrings that may cost a look.
+BUDGET_BASE = 2
 BUDGET_PER_FAULT = 4
-BUDGET_SLACK: Mapping[str, int] = {"easy": 2, "medium": 3, "hard": 2, "expert": 2}
+BUDGET_SLACK: Mapping[str, int] = {name: 2 + knobs.red_herrings // 2 for name, knobs in PRESETS.items()}
 
 
 def generated_budget(difficulty: str) -> int:
