@@ -33,6 +33,8 @@ from .telemetry import STEP_MINUTES, TRACE_DEPTH, Look, Telemetry, clock, format
 from .world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS, World
 
 MAX_SEED = 2**63 - 1
+# Minutes a resolve watches the world for service to come back before it closes the incident.
+RESOLVE_WATCH = 3
 _NO_EPISODE = "no episode is running: call reset first"
 _EPISODE_OVER = "the episode is over: call reset to start another"
 _VIEW_LABELS = {
@@ -160,9 +162,10 @@ class ServiceIncidentEnvironment:
             if action.target is not None and episode.ledger.declared is None:
                 # Resolving "the service I fixed" names it as the root cause, as the response system did.
                 episode.ledger.declared = frozenset({action.target})
-            restored = episode.world.restored()
+            restored, watched = self._watch(episode)
             reward = scoring.RESOLVE_RESTORED if restored else scoring.RESOLVE_PREMATURE
-            message = "Resolved the incident."
+            outcome = "service restored" if restored else "users still failing, incident reopened"
+            message = f"Resolved the incident after watching for {watched} min: {outcome}."
         else:
             reward, message = self._declare(episode, action)  # type: ignore[arg-type]
         if error is None and name in episode.task.ends_on:
@@ -233,6 +236,17 @@ class ServiceIncidentEnvironment:
         if isinstance(action, Declare | DeclareRootCauses) and episode.ledger.declared is not None:
             return "the root cause is already declared"
         return None
+
+    @staticmethod
+    def _watch(episode: _Episode) -> tuple[bool, int]:
+        """An incident commander monitors before closing: the world runs on, a minute at a time and
+        within the budget, until service is restored or the fix is seen not to hold."""
+        world = episode.world
+        watched = 0
+        while not world.restored() and watched < RESOLVE_WATCH and world.step < episode.task.max_steps:
+            world.advance()
+            watched += 1
+        return world.restored(), watched
 
     def _inspect(self, episode: _Episode, action: Action) -> tuple[float, str]:
         target: str = action.target  # type: ignore[union-attr]

@@ -172,7 +172,12 @@ TASKS: Mapping[str, Task] = {
     )
 }
 DEFAULT_TASK = "easy"
-TASK_ALIASES: Mapping[str, str] = dict(RCA_IDS)
+# The root-cause system's walkthrough also names tasks by difficulty alone: the first scenario of each.
+_BY_DIFFICULTY: Mapping[str, str] = {
+    f"task_{difficulty}": RCA_IDS[next(seed_id for seed_id, d in RCA_DIFFICULTY.items() if d == difficulty)]
+    for difficulty in ("easy", "medium", "hard")
+}
+TASK_ALIASES: Mapping[str, str] = {**RCA_IDS, **_BY_DIFFICULTY}
 
 
 def find_task(task_id: str) -> Task | None:

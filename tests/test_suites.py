@@ -141,3 +141,26 @@ def test_remedy_and_resolve_rows_of_the_reward_table() -> None:
     early.reset(task_id="easy_incident_triage", seed=0, incident_id="easy_001", reward_mode="dense")
     premature = early.step(Resolve(target="payment-service", rationale="hope"))
     assert premature.reward == scoring.RESOLVE_PREMATURE
+
+
+def test_the_response_walkthrough_with_its_own_vocabulary_is_watched_to_recovery() -> None:
+    """Investigate, roll back, resolve: the resolve watches the fix take hold instead of failing at once."""
+    env = ServiceIncidentEnvironment()
+    env.reset(task_id="easy_incident_triage", seed=0, incident_id="easy_001")
+    for move in (
+        {"action_type": "investigate", "target_service": "payment-service", "rationale": "errors"},
+        {"action_type": "rollback", "target_service": "payment-service", "rationale": "deploy"},
+        {"action_type": "resolve", "target_service": "payment-service", "rationale": "fixed"},
+    ):
+        observation = env.step(parse_action(move))
+        assert observation.last_action_error is None
+    breakdown = observation.breakdown or {}
+    assert observation.done and breakdown["remediation"] > 0 and "service restored" in observation.message
+    assert observation.step_count > 3  # the minutes watched are on the clock
+
+
+def test_difficulty_named_root_cause_tasks_are_accepted_but_never_published() -> None:
+    env = ServiceIncidentEnvironment()
+    for alias in ("task_easy", "task_medium", "task_hard"):
+        observation = env.reset(task_id=alias, seed=0)
+        assert TASKS[observation.task_id].suite == "rca" and alias not in TASKS
