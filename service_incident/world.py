@@ -274,22 +274,29 @@ _PREPAGE_KEPT = 256
 
 
 class _Steps(dict[int, dict[str, ServiceState]]):
-    """Simulated states by step; steps before the page go to the incident's shared store."""
+    """Simulated states by step. Until the first remedy the world is the incident's alone, so those
+    steps go to a store shared by every episode of the incident; later ones are this episode's."""
 
-    def __init__(self, prepage: dict[int, dict[str, ServiceState]]) -> None:
+    def __init__(self, shared: dict[int, dict[str, ServiceState]]) -> None:
         super().__init__()
-        self.prepage = prepage
+        self.shared = shared
+        self.touched: int | None = None  # the step of the first remedy
+
+    def _own(self, step: int) -> bool:
+        return self.touched is not None and step >= self.touched
 
     def get(self, step: int, default: None = None) -> dict[str, ServiceState] | None:  # type: ignore[override]
-        return self.prepage.get(step) if step < 0 else super().get(step)
+        return super().get(step) if self._own(step) else self.shared.get(step)
 
     def __setitem__(self, step: int, states: dict[str, ServiceState]) -> None:
-        if step < 0:
-            self.prepage[step] = states
-        else:
+        if self._own(step):
             super().__setitem__(step, states)
+        else:
+            self.shared[step] = states
 
     def forget_from(self, step: int) -> None:
+        if self.touched is None:
+            self.touched = step
         for later in [s for s in self if s >= step]:
             del self[later]
 
@@ -344,7 +351,7 @@ class World:
         return states
 
     def _prepage(self) -> dict[int, dict[str, ServiceState]]:
-        """States before the page depend on the incident alone: shared by every episode that plays it."""
+        """States before any remedy depend on the incident alone: shared by every episode that plays it."""
         key = msgspec.json.encode(self.incident)
         shared = _PREPAGE.get(key)
         if shared is None:
