@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from service_incident.environment import ServiceIncidentEnvironment
-from service_incident.models import Action, Observation
+from service_incident.models import Action, Alert, Observation
 
 # Bookkeeping the model does not need to read: the reward travels beside the text, the history is
 # the conversation itself, and the score appears once, at the end.
@@ -33,6 +33,10 @@ _UNSHOWN = frozenset(
     }
 )
 _FIELDS = tuple(name for name in Observation.__struct_fields__ if name not in _UNSHOWN)
+# After reset, the pager's news is an alert that appears, changes level or clears; a value drifting
+# is not (the metrics show it when asked), nor the title, which follows the top alert's value.
+_ALERTS = "alerts"
+_NOT_NEWS = frozenset({"title"})
 
 
 def _scalar(value: Any) -> str:
@@ -83,12 +87,19 @@ def page(observation: Observation) -> str:
     return "\n".join([*lines, *_status(observation)])
 
 
+def _alert_news(before: list[Alert], after: list[Alert]) -> list[Alert]:
+    seen = {(alert.service, alert.signal): (alert.level, alert.status) for alert in before}
+    return [alert for alert in after if seen.get((alert.service, alert.signal)) != (alert.level, alert.status)]
+
+
 def revealed(before: Observation, after: Observation) -> str:
     """What changed from one observation to the next: the outcome of the action in between."""
     lines = [after.message]
     for name in _FIELDS:
         value, previous = getattr(after, name), getattr(before, name)
-        if value != previous and value not in (None, "", [], {}):
+        if name == _ALERTS:
+            lines.extend(_field("alerts that changed", news) if (news := _alert_news(previous, value)) else [])
+        elif name not in _NOT_NEWS and value != previous and value not in (None, "", [], {}):
             lines.extend(_field(name, value, previous))
     return "\n".join([*lines, *_status(after)])
 
