@@ -65,11 +65,11 @@ class RequestGuard:
         if not self.origins.allows(headers):
             return 403, "cross-origin requests are not allowed from this origin"
         length = headers.get("content-length")
+        if length is not None and length.strip().isdigit() and int(length) > self.max_body_bytes:
+            return 413, f"the body is larger than the limit of {self.max_body_bytes} bytes"
         has_body = "transfer-encoding" in headers or (length is not None and length.strip() not in ("", "0"))
         if has_body and not is_json(headers.get("content-type", "")):
             return 415, "the body must be JSON, sent with Content-Type: application/json"
-        if length is not None and length.strip().isdigit() and int(length) > self.max_body_bytes:
-            return 413, f"the body is larger than the limit of {self.max_body_bytes} bytes"
         return None
 
     def _bounded(self, receive: Receive) -> Receive:
