@@ -1,7 +1,9 @@
 """In-process cost of reset and step, with no transport: the environment's own floor.
 
 For generated tasks every reset draws a fresh training incident, so reset includes generation.
-Prints median and p99 microseconds per call for every task, and for 15-service incidents alone.
+Prints median and p99 microseconds per call for every task (the expert's moves: traces, metric
+history and health included), for 15-service training incidents alone, and for the 15-service
+incidents of the frozen evaluation set reset by id (no generation).
     python bench/bench_core.py [--episodes N]
 """
 
@@ -11,6 +13,7 @@ import argparse
 import statistics
 import time
 
+from service_incident import dataset
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.generator import MAX_SERVICES
 from service_incident.harness.agents import ExpertAgent
@@ -22,14 +25,17 @@ def percentile(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def measure(task_id: str, episodes: int) -> tuple[list[tuple[int, float]], list[float]]:
+def measure(
+    task_id: str, episodes: int, incidents: list[str] | None = None
+) -> tuple[list[tuple[int, float]], list[float]]:
     """(service count, reset seconds) per episode, and the seconds of every step the expert takes."""
     env = ServiceIncidentEnvironment()
     resets: list[tuple[int, float]] = []
     steps: list[float] = []
     for seed in range(episodes):
+        incident_id = incidents[seed % len(incidents)] if incidents else None
         started = time.perf_counter()
-        obs = env.reset(task_id=task_id, seed=seed)
+        obs = env.reset(task_id=task_id, seed=seed, incident_id=incident_id)
         resets.append((len(obs.services), time.perf_counter() - started))
         agent = ExpertAgent()
         while not obs.done:
@@ -59,6 +65,10 @@ def main() -> None:
         largest += [seconds for count, seconds in resets if count == MAX_SERVICES]
     if largest:
         print(row(f"{MAX_SERVICES}-service resets ({len(largest)})", largest, []))
+    frozen = [i for i, incident in dataset.frozen().items() if len(incident.services) == MAX_SERVICES]
+    task = next(t.id for t in TASKS.values() if frozen and frozen[0] in t.incidents)
+    resets, steps = measure(task, args.episodes, frozen)
+    print(row(f"{MAX_SERVICES}-service frozen ({len(frozen)})", [seconds for _, seconds in resets], steps))
 
 
 if __name__ == "__main__":

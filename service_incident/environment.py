@@ -9,46 +9,47 @@ from dataclasses import dataclass, field
 import msgspec
 
 from . import scoring
+from .faults import FAULTS
 from .models import (
-    INSPECTIONS,
-    REMEDIATIONS,
     Action,
+    ActionRecord,
     Alert,
-    CheckHealth,
     Declare,
     DeclareRootCauses,
-    InspectDeploys,
-    InspectLogs,
-    InspectMetrics,
     InvalidReset,
     Metrics,
     Observation,
+    Postmortem,
     Resolve,
     RewardMode,
     RunDbQuery,
     ServiceCard,
+    Severity,
     State,
     action_name,
 )
 from .tasks import DEFAULT_TASK, TASKS, Task, find_task, resolve_incident, task_of
-from .telemetry import STEP_MINUTES, Telemetry, clock, format_time
-from .world import ServiceState, World
+from .telemetry import STEP_MINUTES, TRACE_DEPTH, Look, Telemetry, clock, format_time, level
+from .world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS, World
 
 MAX_SEED = 2**63 - 1
+# Minutes a resolve watches the world for service to come back before it closes the incident.
+RESOLVE_WATCH = 3
 _NO_EPISODE = "no episode is running: call reset first"
 _EPISODE_OVER = "the episode is over: call reset to start another"
-_VIEWS = {
-    InspectLogs: "logs",
-    InspectMetrics: "metrics",
-    CheckHealth: "health",
-    InspectDeploys: "deploys",
-    RunDbQuery: "database diagnostics",
+_VIEW_LABELS = {
+    "logs": "logs", "metrics": "metrics", "health": "health", "deploys": "deploys",
+    "db": "database diagnostics", "traces": "traces",
 }
 _DONE_REMEDY = {
-    "restart": "Restarted {t}: its processes were replaced.",
+    "restart": "Restarted {t}: its pods were replaced.",
     "rollback": "Rolled {t} back to its previous release.",
-    "scale_up": "Scaled {t} up: capacity doubled.",
+    "scale_up": "Scaled {t} up: replicas doubled.",
     "escalate": "Escalated to the team that owns {t}.",
+    "failover": "Asked {t} to promote a replica to primary.",
+    "expand_volume": "Grew the data volume of {t}.",
+    "renew_certificate": "Issued and loaded a new certificate for {t}.",
+    "shed_load": "Turned on admission control at {t}.",
 }
 
 
@@ -57,23 +58,22 @@ class _Episode:
     task: Task
     seed: int
     episode_id: str
+    reward_mode: RewardMode
     world: World
     telemetry: Telemetry
     topology: list[ServiceCard]
     done: bool = False
-    logs: dict[str, str] = field(default_factory=dict)
+    views: dict[str, dict[str, str]] = field(default_factory=dict)
     metrics: dict[str, Metrics] = field(default_factory=dict)
-    health: dict[str, str] = field(default_factory=dict)
-    deploys: dict[str, str] = field(default_factory=dict)
-    db: dict[str, str] = field(default_factory=dict)
-    # What each (service, view) showed when last looked at, to tell a fresh look from a repeat.
-    seen: dict[tuple[str, str], ServiceState | str] = field(default_factory=dict)
-    history: list[str] = field(default_factory=list)
+    history: list[ActionRecord] = field(default_factory=list)
     paged: list[Alert] = field(default_factory=list)
     diagnostic: str | None = None
     ledger: scoring.Ledger = field(default_factory=scoring.Ledger)
+    paid: list[float] = field(default_factory=list)
+    declared_severity: Severity | None = None
     score: float | None = None
     breakdown: dict[str, float] | None = None
+    postmortem: Postmortem | None = None
 
     @property
     def step(self) -> int:
@@ -108,25 +108,24 @@ class ServiceIncidentEnvironment:
             incident = resolve_incident(task, incident_id, seed)
         except KeyError:
             raise InvalidReset(f"incident {incident_id!r} is not part of task {task.id!r}") from None
+        if reward_mode not in ("final", "dense"):
+            raise InvalidReset(f"reward_mode must be 'final' or 'dense', got {reward_mode!r}")
         world = World(incident)
         telemetry = Telemetry(world, seed)
         episode = _Episode(
             task=task,
             seed=seed,
             episode_id=episode_id or str(uuid.uuid4()),
+            reward_mode=reward_mode,
             world=world,
             telemetry=telemetry,
             topology=[ServiceCard(s.name, s.kind, list(s.depends_on), s.user_facing) for s in incident.services],
         )
         first = incident.initial_visible
-        episode.logs = {first: telemetry.logs(first, 0)}
-        episode.seen[(first, "logs")] = world.states[first]
-        episode.ledger.observe(episode.logs[first])
-        if first in world.root_causes and telemetry.logs_anomalous(episode.logs[first]):
-            episode.ledger.evidence.add(first)
         self._episode = episode
+        self._record(episode, telemetry.look("logs", first, 0))
         brief = (
-            f"Paged: {len(telemetry.alerts(0))} alert(s) firing. You can see the logs of {first}. "
+            f"Paged: {len(telemetry.alerts(0))} alert(s). You can see the logs of {first}. "
             f"Actions: {', '.join(task.actions)}. The episode ends with {' or '.join(task.ends_on)} "
             f"or after {task.max_steps} steps."
         )
@@ -144,30 +143,31 @@ class ServiceIncidentEnvironment:
             )
         episode.world.advance()
         name = action_name(action)
-        episode.history.append(_describe(episode.step, action))
         if action.rationale:
             episode.ledger.rationales.append(action.rationale)
         error = self._refusal(episode, action)
+        episode.history.append(_record(episode.step, action, refused=error is not None))
         if error is not None:
             reward, message = episode.ledger.wasted(), "Nothing happened."
-        elif isinstance(action, INSPECTIONS):
-            reward, message, error = self._inspect(episode, action)
-        elif isinstance(action, REMEDIATIONS):
+        elif action.kind == "inspect":
+            reward, message = self._inspect(episode, action)
+        elif action.kind == "remedy":
             # A remediation action's tag is the remedy it applies.
-            outcome = episode.world.remediate(name, action.target)
+            outcome = episode.world.remediate(name, action.target)  # type: ignore[arg-type, union-attr]
             reward = scoring.remedy_reward(outcome)
             if outcome != "heals":
                 episode.ledger.waste += 1
-            message = _DONE_REMEDY[name].format(t=action.target)
+            message = _DONE_REMEDY[name].format(t=action.target)  # type: ignore[union-attr]
         elif isinstance(action, Resolve):
             if action.target is not None and episode.ledger.declared is None:
                 # Resolving "the service I fixed" names it as the root cause, as the response system did.
                 episode.ledger.declared = frozenset({action.target})
-            restored = episode.world.restored()
+            restored, watched = self._watch(episode)
             reward = scoring.RESOLVE_RESTORED if restored else scoring.RESOLVE_PREMATURE
-            message = "Resolved the incident."
+            outcome = "service restored" if restored else "users still failing, incident reopened"
+            message = f"Resolved the incident after watching for {watched} min: {outcome}."
         else:
-            reward, message = self._declare(episode, action)
+            reward, message = self._declare(episode, action)  # type: ignore[arg-type]
         if error is None and name in episode.task.ends_on:
             self._finish(episode)
         if not episode.done and episode.step >= episode.task.max_steps:
@@ -237,44 +237,49 @@ class ServiceIncidentEnvironment:
             return "the root cause is already declared"
         return None
 
-    def _inspect(self, episode: _Episode, action: Action) -> tuple[float, str, str | None]:
-        target, telemetry, step = action.target, episode.telemetry, episode.step
-        view = _VIEWS[type(action)]
-        state = episode.world.states[target]
-        if isinstance(action, InspectDeploys):
-            text = telemetry.deploys(target, step)
-            fingerprint: ServiceState | str = text
+    @staticmethod
+    def _watch(episode: _Episode) -> tuple[bool, int]:
+        """An incident commander monitors before closing: the world runs on, a minute at a time and
+        within the budget, until service is restored or the fix is seen not to hold."""
+        world = episode.world
+        watched = 0
+        while not world.restored() and watched < RESOLVE_WATCH and world.step < episode.task.max_steps:
+            world.advance()
+            watched += 1
+        return world.restored(), watched
+
+    def _inspect(self, episode: _Episode, action: Action) -> tuple[float, str]:
+        target: str = action.target  # type: ignore[union-attr]
+        view = type(action).view
+        assert view is not None
+        look = episode.telemetry.look(view, target, episode.step)  # type: ignore[arg-type]
+        label = _VIEW_LABELS[view]
+        if not look.changed:
+            return episode.ledger.wasted(), f"The {label} of {target} show nothing new since you last looked."
+        revealing = self._record(episode, look)
+        episode.diagnostic = f"{label} of {target}: {_digest(look)}"
+        return episode.ledger.inspection_reward(revealing), f"Inspected the {label} of {target}."
+
+    @staticmethod
+    def _record(episode: _Episode, look: Look) -> bool:
+        """Show a look in the observation; whether it showed a root cause's fault (privileged, for grading)."""
+        if look.metrics is not None:
+            episode.metrics = {**episode.metrics, look.service: look.metrics}
         else:
-            fingerprint = state
-        if episode.seen.get((target, view)) == fingerprint:
-            return episode.ledger.wasted(), f"The {view} of {target} have not changed since you last looked.", None
-        episode.seen[(target, view)] = fingerprint
-        if isinstance(action, InspectLogs):
-            text = telemetry.logs(target, step)
-            episode.logs = {**episode.logs, target: text}
-            anomalous = telemetry.logs_anomalous(text)
-        elif isinstance(action, InspectMetrics):
-            metrics = telemetry.metrics(target, step)
-            episode.metrics = {**episode.metrics, target: metrics}
-            text = msgspec.json.encode(metrics).decode()
-            anomalous = telemetry.metrics_anomalous(target, metrics)
-        elif isinstance(action, CheckHealth):
-            text = telemetry.health(target, step)
-            episode.health = {**episode.health, target: text}
-            anomalous = not text.startswith("status=ok")
-        elif isinstance(action, InspectDeploys):
-            episode.deploys = {**episode.deploys, target: text}
-            anomalous = telemetry.deploys_recent(text, step)
-        else:
-            text = telemetry.db_query(target, step) or ""
-            episode.db = {**episode.db, target: text}
-            anomalous = telemetry.db_anomalous(target, step)
-        episode.ledger.observe(text)
-        if anomalous and target in episode.world.root_causes:
-            episode.ledger.evidence.add(target)
-        episode.diagnostic = f"{view} of {target}: {telemetry.summarize(view, target, text, step)}"
-        verdict = "something abnormal" if anomalous else "nothing abnormal"
-        return episode.ledger.inspection_reward(anomalous), f"Inspected the {view} of {target}: {verdict}.", None
+            # Views are replaced, never mutated, when something new is seen: safe to share.
+            episode.views[look.view] = {**episode.views.get(look.view, {}), look.service: look.text}
+        episode.ledger.observe(look.text)
+        world = episode.world
+        shown = {look.service}
+        if look.view == "traces":
+            shown |= _reachable(world, look.service, TRACE_DEPTH)
+        if look.view == "logs" and world.incident.log_gaps.get(look.service) == "empty":
+            shown = set()
+        revealing = {
+            root for root in world.root_causes & shown if world.fault_runs(root, episode.step) or world.step == 0
+        } - episode.ledger.evidence
+        episode.ledger.evidence |= revealing
+        return bool(revealing)
 
     def _declare(self, episode: _Episode, action: Declare | DeclareRootCauses) -> tuple[float, str]:
         world = episode.world
@@ -282,6 +287,7 @@ class ServiceIncidentEnvironment:
             declared = frozenset([action.target, *action.additional_targets])
             # Judged on what the pages could have shown by now, lag included.
             severity_right: bool | None = action.severity == world.severity(episode.telemetry.lagged(episode.step))
+            episode.declared_severity = action.severity
             said = f" with severity {action.severity}"
         else:
             declared, severity_right, said = frozenset(action.targets), None, ""
@@ -294,25 +300,60 @@ class ServiceIncidentEnvironment:
     @staticmethod
     def _finish(episode: _Episode) -> None:
         episode.done = True
+        world, task = episode.world, episode.task
+        restored = world.restored()
         episode.score, episode.breakdown = scoring.final_score(
-            grading=episode.task.grading,
-            roots=episode.world.root_causes,
+            grading=task.grading,
+            roots=world.root_causes,
             steps=episode.step,
-            max_steps=episode.task.max_steps,
+            max_steps=task.max_steps,
             ledger=episode.ledger,
-            restored=episode.world.restored(),
+            restored=restored,
+        )
+        graded = episode.telemetry.lagged(episode.step)
+        impacts = [world.user_facing_impact(step) for step in range(graded + 1)]
+        error_rate = max(impact[0] for impact in impacts)
+        worst_latency = max(impact[1] for impact in impacts)
+        at_risk = world.data_at_risk(graded)
+        basis = (
+            f"worst user-facing impact from the page to {format_time(clock(world, graded))} (what metrics showed "
+            f"when the answer was given): error rate {error_rate:.1%}, p99 {worst_latency:.0f} ms"
+            f"{'; a system of record refused or lost writes' if at_risk else ''}. Rubric: P0 at error rate "
+            f">= {P0_ERROR_RATE:.0%} or p99 >= {P0_LATENCY_MS:.0f} ms or writes of record lost; P1 at "
+            f">= {P1_ERROR_RATE:.0%} or >= {P1_LATENCY_MS:.0f} ms; otherwise P2."
+        )
+        episode.postmortem = scoring.postmortem(
+            faults=[
+                (f.service, f.type, [FAULTS[f.type].fix, *FAULTS[f.type].acceptable]) for f in world.incident.faults
+            ],
+            seen=set(episode.ledger.evidence),
+            ledger=episode.ledger,
+            severity=world.severity(graded) if task.grades_severity else None,
+            severity_basis=basis if task.grades_severity else "this task does not grade severity",
+            declared_severity=episode.declared_severity,
+            breakdown=episode.breakdown,
+            weights=scoring.WEIGHTS[task.grading],
+            restored=restored,
+            live=sorted({f.service for f in world.incident.faults if world.fault_runs(f.service, world.step)}),
+            remedies=[f"step {e.step}: {e.remedy} {e.service} ({e.outcome})" for e in world.history],
+            red_herrings=[f"{d.kind} on {d.service}" for d in world.incident.distractions],
+            steps=episode.step,
+            max_steps=task.max_steps,
         )
 
     def _observe(self, message: str, reward: float, error: str | None = None) -> Observation:
         episode = self._episode
         assert episode is not None
         episode.ledger.rewards.append(reward)
+        paid = scoring.paid(reward, episode.reward_mode, episode.done, episode.ledger)
+        episode.paid.append(paid)
         incident, task = episode.world.incident, episode.task
         alerts = episode.telemetry.alerts(episode.step)
         if alerts is not episode.paged:
             # The pages are evidence the agent has seen too.
             episode.paged = alerts
             episode.ledger.observe(" ".join(f"{a.service} {a.summary}" for a in alerts))
+        views = episode.views
         observation = Observation(
             task_id=task.id,
             incident_id=incident.id,
@@ -320,12 +361,12 @@ class ServiceIncidentEnvironment:
             services=incident.names,
             topology=episode.topology,
             alerts=alerts,
-            # Views are replaced, never mutated, when something new is seen: safe to share.
-            visible_logs=episode.logs,
+            visible_logs=views.get("logs", {}),
             visible_metrics=episode.metrics,
-            visible_health=episode.health,
-            visible_deploys=episode.deploys,
-            visible_db=episode.db,
+            visible_health=views.get("health", {}),
+            visible_deploys=views.get("deploys", {}),
+            visible_db=views.get("db", {}),
+            visible_traces=views.get("traces", {}),
             step_count=episode.step,
             max_steps=task.max_steps,
             clock=format_time(clock(episode.world, episode.step)),
@@ -340,23 +381,50 @@ class ServiceIncidentEnvironment:
             score=episode.score,
             breakdown=episode.breakdown,
             done=episode.done,
-            reward=reward,
+            reward=paid,
+            postmortem=episode.postmortem,
             metadata={
                 "episode_id": episode.episode_id,
                 "seed": episode.seed,
-                "cumulative_reward": round(sum(episode.ledger.rewards), 6),
+                "reward_mode": episode.reward_mode,
+                "cumulative_reward": round(sum(episode.paid), 6),
             },
         )
         self._last = observation
         return observation
 
 
-def _describe(step: int, action: Action) -> str:
-    fields = msgspec.structs.asdict(action)
-    shown = ", ".join(
-        f"{k}={v}" for k, v in fields.items() if v not in (None, [], {}) and k not in ("rationale", "metadata")
+def _reachable(world: World, service: str, depth: int) -> set[str]:
+    found: set[str] = set()
+    frontier = [service]
+    for _ in range(depth):
+        frontier = [e.dep for name in frontier for e in world.plan.by_name[name].edges]
+        found.update(frontier)
+    return found
+
+
+def _digest(look: Look) -> str:
+    """A neutral digest of what a view showed: counts and values, never a conclusion."""
+    lines = look.text.splitlines()
+    if look.view == "logs":
+        levels = ("CRIT", "PANIC", "FATAL", "ERROR", "WARN")
+        counts = {lvl: sum(1 for line in lines if level(line) == lvl) for lvl in levels}
+        shown = ", ".join(f"{n} {lvl}" for lvl, n in counts.items() if n)
+        return f"{len(lines)} lines in the last 120 s" + (f" ({shown})" if shown else "")
+    if look.view in ("deploys", "traces"):
+        return f"{len(lines)} lines"
+    return lines[0] if lines else "no output"
+
+
+def _record(step: int, action: Action, refused: bool) -> ActionRecord:
+    return ActionRecord(
+        step=step,
+        action=action_name(action),
+        target=getattr(action, "target", None),
+        targets=list(getattr(action, "targets", None) or getattr(action, "additional_targets", None) or []),
+        severity=getattr(action, "severity", None),
+        refused=refused,
     )
-    return f"step {step}: {action_name(action)}({shown})"
 
 
 def _empty(error: str) -> Observation:

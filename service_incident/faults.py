@@ -1,8 +1,10 @@
-"""The fault taxonomy: what each kind of failure does to its service and what its callers see.
+"""The fault taxonomy: what each kind of failure does to its service and how it shows in every view.
 
-Every fault is data: its metric signature at full intensity, the log lines it writes on its own
-service, the line a caller writes when a call to it fails, and how it is remediated. The world model
-interprets these uniformly; nothing here names an incident.
+Every fault is data: its effect on the service model at full strength (own errors, added latency,
+load, capacity, CPU and memory), the log lines it writes in the words of each technology (several
+phrasings each), the events the orchestrator records, what a database's own diagnostics show, the
+change that shipped it, and the remedies an engineer would apply. The world model interprets these
+uniformly; nothing here names an incident.
 """
 
 from __future__ import annotations
@@ -11,231 +13,338 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-Remedy = Literal["restart", "rollback", "scale_up", "escalate"]
-Health = Literal["degraded", "down"]
+Remedy = Literal[
+    "restart", "rollback", "scale_up", "escalate", "failover", "expand_volume", "renew_certificate", "shed_load"
+]
+FaultHealth = Literal["degraded", "down"]
+# How a caller's call to a failing service fails.
+FailureMode = Literal["error", "refused", "rejected", "write"]
 
 APP_KINDS = ("web", "auth", "payments", "orders", "checkout", "inventory", "search", "notifications", "app")
-DATASTORES = ("database", "cache", "queue")
+# Systems of record: a write they refuse or lose is data at risk, which the rubric grades P0.
+RECORD_KINDS = ("database", "queue")
+# The technologies a kind of service runs on; the world draws one per service.
+TECHNOLOGIES: Mapping[str, tuple[str, ...]] = {
+    "gateway": ("nginx", "envoy"),
+    "database": ("postgres", "mysql"),
+    "cache": ("redis", "memcached"),
+    "queue": ("kafka", "rabbitmq"),
+    "external": ("egress",),
+    **{kind: ("jvm", "go", "python", "node") for kind in APP_KINDS},
+}
+APP_TECHS = frozenset({"jvm", "go", "python", "node"})
+
+# Log phrasings: technology (or "app" for any application runtime, "*" for any) -> alternatives, each
+# a group of lines the fault writes together. A service keeps one phrasing for the whole incident.
+Phrasings = Mapping[str, tuple[tuple[str, ...], ...]]
+
+_EXCEPTION = {
+    "jvm": "ERROR req={hex:8} \"{endpoint}\" status=500 exception=\"{error}\" build={version}",
+    "go": "ERROR req={hex:8} \"{endpoint}\" status=500 panic=\"{error}\" build={version}",
+    "python": "ERROR req={hex:8} \"{endpoint}\" status=500 Traceback: {error} build={version}",
+    "node": "ERROR req={hex:8} \"{endpoint}\" status=500 err=\"{error}\" build={version}",
+}
+
+
+def _exceptions(errors: Mapping[str, str], extra: tuple[str, ...] = ()) -> Phrasings:
+    """A 500 line per runtime naming its own exception, plus shared lines."""
+    return {
+        tech: (
+            (_EXCEPTION[tech].replace("{error}", error), *extra),
+            (_EXCEPTION[tech].replace("{error}", error), "WARN error budget burn rate {int:6:40}x over 5m window"),
+        )
+        for tech, error in errors.items()
+    }
 
 
 @dataclass(frozen=True, slots=True)
 class FaultType:
-    """One failure mode. Metric targets are reached at intensity 1 and scale linearly below it."""
+    """One failure mode. Effects are reached at strength 1 and scale with strength below it."""
 
     name: str
     kinds: tuple[str, ...]
-    error_rate: float
-    latency_ms: float
-    cpu_pct: float | None
-    memory_pct: float | None
-    health: Health
-    logs: tuple[str, ...]
-    caller_log: str
+    logs: Phrasings
     fix: Remedy
+    error_rate: float = 0.0
+    latency_ms: float = 0.0
+    cpu_pct: float | None = None
+    memory_pct: float | None = None
+    # Extra load on the service (a multiple of its usual request rate at strength 1).
+    load: float = 0.0
+    # The share of the service's capacity that is lost at strength 1 (stuck threads, a smaller pool).
+    capacity_loss: float = 0.0
+    health: FaultHealth = "degraded"
+    failure: FailureMode = "error"
     acceptable: tuple[Remedy, ...] = ()
-    # A datastore that refuses or loses writes puts data at risk, which the severity rubric
-    # treats as P0 whatever the traffic impact.
-    data_at_risk: bool = False
-    # Calls that fail on the caller's side although this service logs no error: cache misses,
-    # requests its clients give up on.
-    caller_failure: float = 0.0
-    # Remedies that buy a few steps of relief before the fault relapses (a restart of a saturated
-    # service empties its queues; the load is still there).
+    # Remedies that buy a few steps of relief before the fault relapses.
     relief: tuple[Remedy, ...] = ()
-    # The change that shipped the fault, as the deploy history lists it; None when no change did.
+    # Calls that fail on the caller's side although this service logs no error (cache misses).
+    caller_failure: float = 0.0
+    # Kinds on which the fault refuses or loses writes of record (see RECORD_KINDS).
+    loses_writes: bool = False
+    # The change that shipped the fault, as the deploy history lists it.
     change: str | None = None
-    # What the database's own diagnostics show (run_db_query), for faults that live in a database.
-    db_report: str | None = None
-    # Whether the orchestrator keeps restarting the service (crash loops, OOM kills).
-    restarts: bool = False
+    # What the database's own diagnostics show, per technology ("*" for any).
+    db_report: Mapping[str, str] | None = None
+    # Orchestrator events: (reason, message); and the container's last termination, if it crashes.
+    events: tuple[tuple[str, str], ...] = ()
+    termination: str | None = None
+    # Minutes the fault had been building before the page: (least, most).
+    lead: tuple[int, int] = (2, 8)
+    # How a request that fails inside the service shows in a trace span.
+    span_error: str = "error"
+
+    def data_at_risk(self, kind: str) -> bool:
+        return self.loses_writes and kind in RECORD_KINDS
+
+    def phrasings(self, tech: str) -> tuple[tuple[str, ...], ...]:
+        logs = self.logs
+        return logs.get(tech) or (logs.get("app") if tech in APP_TECHS else None) or logs["*"]
 
 
-_CALLER_5XX = 'ERROR req={hex:8} "{endpoint}" status=503 upstream={upstream} err="upstream returned 503"'
+_OOM = ("OOMKilled", "Container {container} exceeded its memory limit ({int:480:512}Mi) and was killed")
+_BACKOFF = ("BackOff", "Back-off restarting failed container {container}")
+_UNHEALTHY = ("Unhealthy", "Readiness probe failed: HTTP probe failed with statuscode: 503")
+_PROBE_TIMEOUT = ("Unhealthy", "Liveness probe failed: Get \"http://{ip}:8080/healthz\": context deadline exceeded")
 
 FAULTS: Mapping[str, FaultType] = {
     fault.name: fault
     for fault in (
         FaultType(
-            "bad_deployment", (*APP_KINDS, "gateway"), 0.55, 120, None, None, "degraded",
-            (
-                'ERROR req={hex:8} "{endpoint}" status=500 exception="SerializationError: unknown field '
-                "'amount_minor' in payload\" build={version}",
-                "ERROR unhandled exception in request handler build={version} trace_id={hex:16}",
-                "WARN error budget burn rate {int:12:40}x over 5m window",
-            ),
-            _CALLER_5XX, fix="rollback", change="deploy {version}: payload schema update",
+            "bad_deployment", (*APP_KINDS, "gateway"),
+            {
+                **_exceptions({
+                    "jvm": "com.fasterxml.jackson.databind.exc.UnrecognizedPropertyException: amount_minor",
+                    "go": "json: cannot unmarshal string into Go struct field Order.amount of type int64",
+                    "python": "KeyError: 'amount_minor'",
+                    "node": "TypeError: Cannot read properties of undefined (reading 'minor')",
+                }, ("ERROR unhandled exception in request handler build={version} trace_id={hex:16}",)),
+                "*": (("ERROR upstream prematurely closed connection while reading response header build={version}",
+                       "WARN error budget burn rate {int:6:40}x over 5m window"),),
+            },
+            span_error="error(exception)", fix="rollback", error_rate=0.55, latency_ms=90, change="deploy {version}: payload schema update",
+            lead=(1, 6),
         ),
         FaultType(
-            "canary_misconfiguration", (*APP_KINDS, "gateway"), 0.18, 30, None, None, "degraded",
-            (
-                'WARN req={hex:8} "{endpoint}" status=401 pod={svc}-canary-{hex:5} '
-                'err="token audience mismatch: expected api.internal got api"',
-                "INFO canary {version} receiving {int:9:11}% of traffic",
-            ),
-            'ERROR req={hex:8} "{endpoint}" status=401 upstream={upstream} err="upstream rejected credentials"',
-            fix="rollback", change="canary {version} started at 10% of traffic",
+            "canary_misconfiguration", (*APP_KINDS, "gateway"),
+            {"*": (
+                ("WARN req={hex:8} \"{endpoint}\" status=401 pod={canary} err=\"token audience mismatch\"",
+                 "INFO canary {version} receiving {int:9:11}% of traffic"),
+                ("WARN req={hex:8} \"{endpoint}\" status=401 pod={canary} err=\"invalid audience claim\"",
+                 "WARN canary {version} error ratio above stable by {int:8:20} points"),
+            )},
+            span_error="error(401)", fix="rollback", error_rate=0.18, latency_ms=25, failure="rejected",
+            change="canary {version} started at 10% of traffic", lead=(2, 10),
         ),
         FaultType(
-            "crash_loop", (*APP_KINDS, "gateway", "cache", "queue"), 0.96, 0, 4, 12, "down",
-            (
-                "CRIT worker process {int:1000:9999} exited on signal 11 (core dumped)",
-                "WARN Back-off restarting failed container {svc} restarts={int:6:30}",
-                "CRIT process exited status=139 after {float:0:3}s uptime",
-            ),
-            'ERROR req={hex:8} "{endpoint}" status=502 upstream={upstream} err="connection refused"',
-            fix="restart", restarts=True,
+            "crash_loop", (*APP_KINDS, "gateway", "cache", "queue"),
+            {
+                "app": (("CRIT worker process exited on signal 11 (core dumped)",
+                         "CRIT process exited status=139 after {float:0:3}s uptime"),
+                        ("CRIT fatal error: unexpected signal during runtime execution [signal SIGSEGV]",
+                         "ERROR startup failed: could not load config section \"{pick:limits|routes|flags}\"")),
+                "*": (("CRIT process exited status=139 after {float:0:3}s uptime",
+                       "ERROR startup failed: could not load config section \"{pick:limits|routes|flags}\""),),
+            },
+            span_error="error(connection refused)", fix="restart", acceptable=("rollback",), error_rate=0.96, cpu_pct=4, memory_pct=12, health="down",
+            failure="refused", events=(_BACKOFF, _UNHEALTHY), termination="Error (exit code 139)", lead=(1, 4),
         ),
         FaultType(
-            "traffic_spike", (*APP_KINDS, "gateway"), 0.3, 2600, 97, None, "degraded",
-            (
-                "WARN request queue depth {int:600:2400} exceeds 500; shedding load",
-                "WARN rps={int:1800:2600} over last 60s (7d p50 {int:700:950}) replicas={int:2:3}",
-                'ERROR req={hex:8} "{endpoint}" status=503 err="server overloaded, retry later"',
-            ),
-            'ERROR req={hex:8} "{endpoint}" status=504 upstream={upstream} err="deadline exceeded after 2000ms"',
-            fix="scale_up", relief=("restart",),
+            "traffic_spike", (*APP_KINDS, "gateway"),
+            {"*": (
+                ("WARN request queue depth {int:600:2400} exceeds 500; shedding load",
+                 "ERROR req={hex:8} \"{endpoint}\" status=503 err=\"server overloaded, retry later\""),
+                ("WARN accept queue full ({int:300:900} pending); rejecting new connections",
+                 "ERROR req={hex:8} \"{endpoint}\" status=503 err=\"too many requests in flight\""),
+            )},
+            span_error="error(503 overloaded)", fix="scale_up", acceptable=("shed_load",), relief=("restart",), load=3.5, lead=(2, 8),
         ),
         FaultType(
-            "memory_leak", (*APP_KINDS, "gateway", "search"), 0.35, 900, 70, 98, "degraded",
-            (
-                "WARN GC pause {float:2:11}s heap={int:95:99}% old_gen={int:96:99}%",
-                "ERROR java.lang.OutOfMemoryError: Java heap space",
-                "WARN container {svc} OOMKilled restarts={int:3:9} in 10m",
-            ),
-            _CALLER_5XX, fix="rollback", relief=("restart", "scale_up"), change="deploy {version}: response cache for sessions", restarts=True,
+            "memory_leak", (*APP_KINDS, "gateway", "search"),
+            {
+                "jvm": (("WARN GC pause {float:2:11}s heap={int:95:99}% old_gen={int:96:99}%",
+                         "ERROR java.lang.OutOfMemoryError: Java heap space"),),
+                "go": (("WARN runtime: memory usage {int:480:510}Mi of 512Mi limit, GC cycles {int:30:90}/min",
+                        "ERROR req={hex:8} \"{endpoint}\" status=503 err=\"handler timeout\""),),
+                "python": (("ERROR MemoryError in worker {int:1:8}",
+                            "WARN worker {int:1:8} rss {int:480:510}MB exceeds max, recycling"),),
+                "node": (("ERROR FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory",
+                          "WARN event loop lag {int:400:2000}ms"),),
+                "*": (("WARN worker rss {int:480:510}MB, recycling", "ERROR upstream timed out while reading"),),
+            },
+            span_error="error(503 oom)", fix="rollback", relief=("restart", "scale_up"), error_rate=0.3, latency_ms=700, cpu_pct=72,
+            memory_pct=98, change="deploy {version}: response cache for sessions", events=(_OOM,),
+            termination="OOMKilled (exit code 137)", lead=(12, 15),
         ),
         FaultType(
-            "memory_exhaustion", (*APP_KINDS, "gateway", "search"), 0.4, 400, 60, 99, "degraded",
-            (
-                "WARN container {svc} OOMKilled: memory limit 512Mi reached, restarts={int:3:9} in 10m",
-                "WARN working set {int:500:512}Mi of 512Mi limit; requests in flight {int:200:600}",
-                'ERROR req={hex:8} "{endpoint}" status=503 err="pod not ready (restarting)"',
-            ),
-            _CALLER_5XX, fix="scale_up", relief=("restart",), restarts=True,
+            "memory_exhaustion", (*APP_KINDS, "gateway", "search"),
+            {"*": (
+                ("WARN working set {int:500:512}Mi of 512Mi limit; requests in flight {int:200:600}",
+                 "ERROR req={hex:8} \"{endpoint}\" status=503 err=\"pod not ready (restarting)\""),
+                ("WARN memory pressure: {int:500:512}Mi of 512Mi used by {int:200:600} concurrent requests",
+                 "ERROR req={hex:8} \"{endpoint}\" status=503 err=\"no ready endpoints\""),
+            )},
+            span_error="error(503 oom)", fix="scale_up", relief=("restart",), error_rate=0.35, latency_ms=300, cpu_pct=60, memory_pct=99,
+            load=0.6, events=(_OOM, _UNHEALTHY), termination="OOMKilled (exit code 137)", lead=(1, 5),
         ),
         FaultType(
-            "connection_pool_exhaustion", (*APP_KINDS, "database", "cache"), 0.75, 4800, 96, 90, "degraded",
-            (
-                "CRIT connection pool EXHAUSTED max=100 active=100 waiting={int:300:900} oldest_wait={float:8:30}s",
-                "ERROR remaining connection slots are reserved for non-replication superuser connections",
-                "WARN disk IO utilisation {int:96:100}% await={int:80:400}ms",
-            ),
-            'ERROR req={hex:8} "{endpoint}" status=504 upstream={upstream} err="timeout acquiring connection after 2000ms"',
-            fix="restart", acceptable=("scale_up",),
-            db_report="connections: active=100 idle=0 max=100 waiting={int:300:900}; longest wait {float:8:30}s; "
-            "top client: {pick:auth|payments|orders} ({int:60:95} connections, state idle in transaction)",
+            "connection_pool_exhaustion", (*APP_KINDS, "database", "cache"),
+            {
+                "postgres": (("FATAL remaining connection slots are reserved for non-replication superuser connections",
+                              "FATAL sorry, too many clients already"),),
+                "mysql": (("ERROR 1040 (HY000): Too many connections",
+                           "WARN Aborted connection {int:1000:9999} to db: 'app' (Got timeout reading communication packets)"),),
+                "redis": (("ERROR max number of clients reached",
+                           "WARN connected_clients={int:9990:10000} rejected_connections={int:100:900}"),),
+                "memcached": (("WARN Too many open connections (maxconns {int:1000:1024})",
+                               "ERROR accept(): Too many open files"),),
+                "*": (("CRIT connection pool EXHAUSTED max=100 active=100 waiting={int:300:900}",
+                       "ERROR timeout acquiring connection after {int:1000:3000}ms"),),
+            },
+            span_error="error(pool timeout)", fix="restart", acceptable=("scale_up",), error_rate=0.7, latency_ms=1800, cpu_pct=90, memory_pct=80,
+            db_report={"*": "connections: active={max_conn} idle=0 max={max_conn} waiting={int:300:900}; longest wait "
+                            "{float:8:30}s; top client: {client} ({int:60:95} connections, idle in transaction)"},
         ),
         FaultType(
-            "thread_pool_starvation", (*APP_KINDS, "gateway"), 0.24, 1500, 66, None, "degraded",
-            (
-                "WARN {int:900:1024} worker_connections are not enough, accept queue {int:300:800}",
-                "WARN thread pool saturated active=200 max=200 queued={int:200:900}",
-                'ERROR req={hex:8} "{endpoint}" status=502 err="no free worker, request dropped after queueing {int:900:2000}ms"',
-            ),
-            _CALLER_5XX, fix="restart", acceptable=("scale_up",),
+            "thread_pool_starvation", (*APP_KINDS, "gateway"),
+            {
+                "jvm": (("WARN HikariPool-1 - Thread starvation or clock leap detected",
+                         "WARN thread pool saturated active=200 max=200 queued={int:200:900}"),),
+                "go": (("WARN goroutines={int:20000:90000} blocked in semacquire",
+                        "WARN handler queue wait {int:900:2000}ms"),),
+                "*": (("WARN {int:900:1024} worker_connections are not enough",
+                       "WARN worker pool saturated, request waited {int:900:2000}ms"),),
+            },
+            span_error="error(queue timeout)", fix="restart", acceptable=("scale_up",), error_rate=0.1, latency_ms=600, cpu_pct=40,
+            capacity_loss=0.7, lead=(2, 8),
         ),
         FaultType(
-            "disk_full", ("database", "queue"), 0.5, 1500, 88, None, "degraded",
-            (
-                'CRIT could not write to file "pg_wal/xlogtemp.{int:100:999}": No space left on device',
-                "WARN WAL backlog {int:40:60}GB; archive command failing for {int:10:40} segments",
-                "ERROR could not extend file \"base/16384/{int:16000:17000}\": No space left on device",
-            ),
-            'ERROR req={hex:8} "{endpoint}" status=500 upstream={upstream} err="write failed: could not extend file"',
-            fix="scale_up", data_at_risk=True,
-            db_report="disk: /var/lib/postgresql 100% used (0 B free); WAL {int:40:60}GB; "
-            "last checkpoint failed; {int:20:90} transactions aborted in the last minute",
+            "disk_full", ("database", "queue"),
+            {
+                "postgres": (("PANIC could not write to file \"pg_wal/xlogtemp.{int:100:999}\": No space left on device",
+                              "ERROR could not extend file \"base/16384/{int:16000:17000}\": No space left on device"),),
+                "mysql": (("ERROR [MY-011086] Disk is full writing './binlog.{int:100:999}' (Errcode: 28 - No space left on device)",
+                           "WARN InnoDB: Waiting for disk space to be freed"),),
+                "kafka": (("ERROR Error while appending records to orders-{int:0:11}: java.io.IOException: No space left on device",
+                           "ERROR Shutdown broker because all log dirs have failed"),),
+                "rabbitmq": (("WARN disk resource limit alarm set on node rabbit@{host}: free disk space {int:10:49}MB",
+                              "WARN publishers blocked: disk alarm in effect"),),
+                "*": (("ERROR write failed: No space left on device",),),
+            },
+            span_error="error(no space left)", fix="expand_volume", acceptable=("scale_up",), error_rate=0.45, latency_ms=400, cpu_pct=70,
+            failure="write", loses_writes=True, lead=(4, 15),
+            db_report={"postgres": "disk: /var/lib/postgresql 100% used (0 B free); WAL {int:40:60}GB; last checkpoint "
+                                   "failed; {int:20:90} transactions aborted in the last minute",
+                       "*": "disk: /var/lib/mysql 100% used; binlog {int:40:60}GB; {int:20:90} writes failed in the last minute"},
         ),
         FaultType(
-            "cache_eviction", ("cache",), 0.0, 3, 55, 99, "degraded",
-            (
-                "WARN maxmemory reached ({int:4:8}gb); evicted_keys={int:40000:90000} in last 60s policy=allkeys-lru",
-                "WARN keyspace_hits_ratio=0.{int:20:45}",
-            ),
-            'ERROR req={hex:8} "{endpoint}" status=401 upstream={upstream} err="session sess:{hex:10} not found in store"',
-            fix="scale_up", caller_failure=0.45,
+            "cache_eviction", ("cache",),
+            {
+                "redis": (("WARN maxmemory reached ({int:4:8}gb); evicted_keys={int:40000:90000} in last 60s",
+                           "INFO keyspace_hits_ratio=0.{int:20:45}"),),
+                "*": (("WARN evictions={int:40000:90000} in last 60s, limit_maxbytes reached",
+                       "INFO get_hits ratio 0.{int:20:45}"),),
+            },
+            span_error="error(miss)", fix="scale_up", latency_ms=2, cpu_pct=55, memory_pct=99, caller_failure=0.45, failure="rejected", lead=(3, 12),
         ),
         FaultType(
-            "upstream_rate_limit", (*APP_KINDS, "gateway"), 0.3, 700, None, None, "degraded",
-            (
-                "WARN provider responded 429 Too Many Requests retry_after={int:20:120}s quota=per-minute",
-                "WARN retry budget exhausted for {int:20:90} requests to provider",
-            ),
-            'ERROR req={hex:8} "{endpoint}" status=503 upstream={upstream} err="upstream answered 429 Too Many Requests"',
-            fix="escalate",
+            "upstream_rate_limit", (*APP_KINDS, "gateway"),
+            {"*": (
+                ("WARN provider responded 429 Too Many Requests retry_after={int:20:120}s",
+                 "WARN retry budget exhausted for {int:20:90} requests to provider"),
+                ("WARN rate limited by partner API (quota {int:100:600}/min), backing off",
+                 "ERROR req={hex:8} \"{endpoint}\" status=503 err=\"provider quota exceeded\""),
+            )},
+            span_error="error(429 from provider)", fix="escalate", acceptable=("shed_load",), error_rate=0.3, latency_ms=500, lead=(2, 8),
         ),
         FaultType(
-            "db_deadlock", ("database",), 0.07, 1000, 78, None, "degraded",
-            (
-                "WARN process {int:1000:9999} still waiting for AccessExclusiveLock on relation {int:16000:17000} "
-                "after {int:1000:9000}.{int:100:999} ms",
-                "ERROR deadlock detected: process {int:1000:9999} waits for ShareLock on transaction {int:800000:900000}",
-                'INFO statement: ALTER TABLE {pick:payments|orders|sessions} ADD COLUMN {pick:risk_score|region|ttl} integer',
-            ),
-            'ERROR req={hex:8} "{endpoint}" status=504 upstream={upstream} err="query canceled: statement timeout"',
-            fix="restart",
-            db_report="locks: {int:30:120} sessions waiting; blocker pid {int:1000:9999} holds AccessExclusiveLock for "
-            "{int:60:600}s running ALTER TABLE; connections active={int:60:95} max=100",
+            "db_deadlock", ("database",),
+            {
+                "postgres": (("ERROR deadlock detected: process {int:1000:9999} waits for ShareLock on transaction {int:800000:900000}",
+                              "LOG process {int:1000:9999} still waiting for AccessExclusiveLock after {int:1000:9000} ms"),),
+                "mysql": (("ERROR 1213 (40001): Deadlock found when trying to get lock; try restarting transaction",
+                           "WARN Lock wait timeout exceeded; try restarting transaction"),),
+            },
+            span_error="error(deadlock)", fix="restart", error_rate=0.45, latency_ms=4000, cpu_pct=70, lead=(2, 6),
+            db_report={"*": "locks: {int:30:120} sessions waiting; blocker pid {int:1000:9999} holds an exclusive lock "
+                            "for {int:60:600}s running ALTER TABLE; connections active={int:60:95} max={max_conn}"},
         ),
         FaultType(
-            "slow_query", ("database",), 0.06, 680, 86, None, "degraded",
-            (
-                "WARN duration: {int:3000:9000}.{int:100:999} ms statement: SELECT * FROM {pick:orders|payments|sessions} "
-                "WHERE customer_id = $1 ORDER BY created_at",
-                "WARN temporary file: path \"base/pgsql_tmp/pgsql_tmp{int:1000:9999}.0\", size {int:100:900}000000",
-            ),
-            'ERROR req={hex:8} "{endpoint}" status=504 upstream={upstream} err="query canceled: statement timeout"',
-            fix="rollback", acceptable=("scale_up",), change="migration {version}: drop index on customer_id",
-            db_report="slowest statements: SELECT ... WHERE customer_id = $1 mean {int:3000:9000}ms calls={int:200:900}/min "
-            "(Seq Scan, rows={int:2:9}000000); connections active={int:40:80} max=100",
+            "slow_query", ("database",),
+            {
+                "postgres": (("LOG duration: {int:3000:9000}.{int:100:999} ms statement: SELECT * FROM orders WHERE "
+                              "customer_id = $1 ORDER BY created_at",
+                              "LOG temporary file: path \"base/pgsql_tmp/pgsql_tmp{int:1000:9999}.0\", size {int:100:900}000000"),),
+                "mysql": (("WARN # Query_time: {int:3:9}.{int:100:999} Rows_examined: {int:2:9}000000 SELECT * FROM orders "
+                           "WHERE customer_id = ?",),),
+            },
+            span_error="error(statement timeout)", fix="rollback", acceptable=("scale_up",), error_rate=0.25, latency_ms=4000, cpu_pct=86,
+            change="migration {version}: drop index on customer_id", lead=(3, 12),
+            db_report={"*": "slowest statements: SELECT ... WHERE customer_id = ? mean {int:3000:9000}ms "
+                            "calls={int:200:900}/min (full scan, rows={int:2:9}000000); connections active={int:40:80} max={max_conn}"},
         ),
         FaultType(
-            "tls_cert_expired", (*APP_KINDS, "gateway"), 0.6, 40, None, None, "degraded",
-            (
-                'ERROR TLS handshake failed: x509: certificate has expired or is not yet valid '
-                '(notAfter={expired})',
-                "WARN {int:40:70}% of TLS handshakes failing over last 5m",
-            ),
-            'ERROR req={hex:8} "{endpoint}" status=502 upstream={upstream} err="upstream TLS handshake failed"',
-            fix="escalate",
+            "tls_cert_expired", (*APP_KINDS, "gateway"),
+            {
+                "nginx": (("ERROR SSL_do_handshake() failed (SSL: error:0A000086:certificate verify failed) while SSL "
+                           "handshaking, server: {host}, notAfter={expired}",),),
+                "envoy": (("WARN TLS error: 268435581:SSL routines:OPENSSL_internal:CERTIFICATE_VERIFY_FAILED server={host}",
+                           "INFO certificate for {host} notAfter={expired}"),),
+                "*": (("ERROR TLS handshake failed: x509: certificate has expired or is not yet valid (notAfter={expired}) "
+                       "server={host}",),
+                      ("WARN {int:40:70}% of TLS handshakes failing over last 5m server={host}",
+                       "ERROR tls: failed to verify certificate: x509: certificate has expired server={host}")),
+            },
+            span_error="error(tls handshake)", fix="renew_certificate", acceptable=("escalate",), error_rate=0.6, latency_ms=30, failure="refused", lead=(1, 3),
         ),
         FaultType(
-            "null_pointer", APP_KINDS, 0.42, 20, None, None, "degraded",
-            (
-                'ERROR req={hex:8} "{endpoint}" status=500 exception="NullPointerException at '
-                'TokenValidator.validate(TokenValidator.java:{int:100:200})" build={version}',
-                "ERROR unhandled exception in request handler build={version} trace_id={hex:16}",
-            ),
-            _CALLER_5XX, fix="rollback", change="deploy {version}: token validation refactor",
+            "null_pointer", APP_KINDS,
+            {
+                **_exceptions({
+                    "jvm": "java.lang.NullPointerException at TokenValidator.validate(TokenValidator.java:{int:100:200})",
+                    "go": "runtime error: invalid memory address or nil pointer dereference",
+                    "python": "AttributeError: 'NoneType' object has no attribute 'claims'",
+                    "node": "TypeError: Cannot read properties of null (reading 'claims')",
+                }, ("ERROR unhandled exception in request handler build={version} trace_id={hex:16}",)),
+            },
+            span_error="error(exception)", fix="rollback", error_rate=0.42, latency_ms=15, change="deploy {version}: token validation refactor", lead=(1, 6),
         ),
         FaultType(
-            "clock_skew", APP_KINDS, 0.25, 30, None, None, "degraded",
-            (
-                'WARN req={hex:8} "{endpoint}" status=401 err="token used before issued: iat is {int:300:600}s in the future"',
-                "WARN chronyd: no selectable sources; system clock offset +{int:300:600}.{int:100:999}s",
-            ),
-            'ERROR req={hex:8} "{endpoint}" status=401 upstream={upstream} err="upstream rejected token"',
-            fix="restart",
+            "clock_skew", APP_KINDS,
+            {"*": (
+                ("WARN req={hex:8} \"{endpoint}\" status=401 err=\"token used before issued: iat is {int:300:600}s in the future\"",
+                 "WARN chronyd: no selectable sources; system clock offset +{int:300:600}.{int:100:999}s"),
+                ("WARN req={hex:8} \"{endpoint}\" status=401 err=\"jwt not valid yet (nbf)\"",
+                 "WARN ntp: time offset +{int:300:600}s exceeds 1s"),
+            )},
+            span_error="error(401 token not yet valid)", fix="restart", error_rate=0.25, latency_ms=20, failure="rejected", lead=(3, 15),
         ),
         FaultType(
-            "external_dependency_failure", APP_KINDS, 0.9, 3000, 20, None, "degraded",
-            (
-                "ERROR provider dial tcp {int:10:250}.{int:0:255}.{int:0:255}.{int:1:250}:636: i/o timeout; "
-                "all {int:2:4} backends unreachable",
-                'ERROR req={hex:8} "{endpoint}" status=503 err="identity backend unavailable"',
-            ),
-            _CALLER_5XX, fix="escalate",
+            "external_dependency_failure", APP_KINDS,
+            {"*": (
+                ("ERROR provider dial tcp {int:10:250}.{int:0:255}.{int:0:255}.{int:1:250}:636: i/o timeout",
+                 "WARN all {int:2:4} identity backends unreachable"),
+                ("ERROR call to identity provider failed: connect timeout after {int:2000:5000}ms",
+                 "WARN provider health check failing for {int:2:9} minutes"),
+            )},
+            span_error="error(provider timeout)", fix="escalate", error_rate=0.85, latency_ms=2400, cpu_pct=20, lead=(1, 6),
         ),
         FaultType(
-            "replica_failover", ("cache", "database"), 0.5, 40, 35, None, "degraded",
-            (
-                "WARN -READONLY You can't write against a read only replica",
-                "WARN failover-abort-no-good-replica: no replica eligible for promotion",
-                "ERROR cluster state changed: fail (slots {int:5000:12000}-16383 not covered)",
-            ),
-            'ERROR req={hex:8} "{endpoint}" status=503 upstream={upstream} err="READONLY replica refused write"',
-            fix="restart",
-            db_report="replication: role=replica (promotion pending) read_only=on; replicas in sync 0/2",
+            "replica_failover", ("cache", "database"),
+            {
+                "redis": (("WARN CLUSTERDOWN The cluster is down: failover in progress",
+                           "WARN Connection with master lost; MASTER <-> REPLICA sync aborted"),),
+                "memcached": (("WARN server {int:10:250}.{int:0:255}.{int:0:255}.{int:1:250}:11211 marked dead, "
+                               "rehashing keys",),),
+                "postgres": (("ERROR cannot execute INSERT in a read-only transaction",
+                              "WARN primary unreachable; standby not promoted (promotion pending)"),),
+                "mysql": (("ERROR 1290 (HY000): The MySQL server is running with the --read-only option so it cannot "
+                           "execute this statement",
+                           "WARN replica not promoted: no eligible candidate"),),
+            },
+            span_error="error(read-only)", fix="failover", acceptable=("restart",), error_rate=0.45, latency_ms=40, cpu_pct=35, failure="write",
+            loses_writes=True, lead=(1, 4),
+            db_report={"*": "replication: role=replica (promotion pending) read_only=on; replicas in sync 0/2"},
         ),
     )
 }

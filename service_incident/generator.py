@@ -16,13 +16,7 @@ from msgspec import Struct, structs
 from .faults import FAULTS
 from .incidents import Distraction, DistractionKind, FaultSpec, Incident, LogGap, ServiceSpec, validate
 from .models import Severity
-from .telemetry import (
-    ANOMALY_ERROR_RATE,
-    CPU_ALERT_PCT,
-    MEMORY_ALERT_PCT,
-    MIN_BLAMED_SHARE,
-    NON_FACING_ERROR_ALERT,
-)
+from .telemetry import fired
 from .topology import KINDS
 from .world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS, SEVERITIES, ServiceState, World, rubric
 
@@ -48,8 +42,10 @@ STORES: tuple[tuple[str, str], ...] = (
 )
 MIN_SERVICES, MAX_SERVICES = 3, 15
 DISTRACTIONS: tuple[DistractionKind, ...] = (
-    "noisy_neighbour", "recent_deploy", "misleading_log", "flaky_errors", "stale_alert",
+    "noisy_neighbour", "recent_deploy", "misleading_log", "flaky_errors", "stale_alert", "minor_fault",
 )
+# A caller's failures to a dependency below this share of its requests are too rare to trace.
+MIN_BLAMED_SHARE = 0.01
 # Impact this close to a severity threshold is redrawn: the label must not hinge on noise.
 ERROR_MARGIN = 0.01
 LATENCY_MARGIN_MS = 100.0
@@ -63,7 +59,8 @@ class Knobs(Struct, frozen=True, forbid_unknown_fields=True):
     """What shapes a generated incident; a difficulty is a preset of these."""
 
     services: tuple[int, int]
-    faults: int = 1
+    # How many faults an incident has, drawn in this range (the count is not published).
+    faults: tuple[int, int] = (1, 1)
     intensity: tuple[float, float] = (0.8, 1.0)
     red_herrings: int = 0
     metrics_lag: int = 0
@@ -75,9 +72,13 @@ class Knobs(Struct, frozen=True, forbid_unknown_fields=True):
 PRESETS: Mapping[str, Knobs] = {
     "easy": Knobs(services=(3, 5), intensity=(0.05, 1.0)),
     "medium": Knobs(services=(5, 8), intensity=(0.05, 0.9), red_herrings=2, intensify=True),
-    "hard": Knobs(services=(8, 12), intensity=(0.05, 0.7), red_herrings=3, metrics_lag=1, log_gaps=2, intensify=True),
+    "hard": Knobs(
+        services=(8, 12), faults=(1, 2), intensity=(0.05, 0.7), red_herrings=3, metrics_lag=1, log_gaps=2,
+        intensify=True,
+    ),
     "expert": Knobs(
-        services=(10, 15), faults=2, intensity=(0.05, 0.7), red_herrings=4, metrics_lag=1, log_gaps=3, intensify=True
+        services=(10, 15), faults=(1, 3), intensity=(0.05, 0.7), red_herrings=4, metrics_lag=1, log_gaps=3,
+        intensify=True,
     ),
 }
 
@@ -108,7 +109,7 @@ def _draw(
     kinds = {s.name: s.kind for s in services}
     types = list(knobs.fault_types or FAULTS)
     faults: list[FaultSpec] = []
-    for _ in range(knobs.faults):
+    for _ in range(_fault_count(rng, knobs.faults)):
         fault_type = rng.choice(types)
         hosts = [n for n in names if kinds[n] in FAULTS[fault_type].kinds and n not in {f.service for f in faults}]
         if wanted == "P2":
@@ -119,15 +120,15 @@ def _draw(
         intensify_at = rng.randint(2, 4) if knobs.intensify and rng.random() < 0.5 else None
         faults.append(FaultSpec(service=rng.choice(hosts), type=fault_type, intensify_at=intensify_at))
     roots = {f.service for f in faults}
-    bystanders = [n for n in names if n not in roots]
     gaps: dict[str, LogGap] = {}
-    for name in rng.sample(bystanders, min(knobs.log_gaps, len(bystanders))):
+    # Log shipping fails anywhere, a root cause's included: other views still tell its story.
+    for name in rng.sample(names, min(knobs.log_gaps, len(names))):
         gaps[name] = rng.choice(("partial", "empty"))
     draft = Incident(
         id=incident_id,
         services=services,
         faults=faults,
-        initial_visible=rng.choice(bystanders or names),
+        initial_visible=rng.choice(names),
         distractions=_distractions(rng, knobs.red_herrings, services, roots),
         started_at=f"2026-{rng.randint(1, 11):02d}-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:"
         f"{rng.randint(0, 59):02d}:00Z",
@@ -160,6 +161,14 @@ def _draw(
     return candidates[0] if candidates and settle else None
 
 
+def _fault_count(rng: random.Random, bounds: tuple[int, int]) -> int:
+    """How many faults: in a tier with several, one fault is the least likely count."""
+    low, high = bounds
+    if low == high:
+        return low
+    return rng.choice([low, *range(low + 1, high + 1), *range(low + 1, high + 1)])
+
+
 def _topology(rng: random.Random, count: int) -> list[ServiceSpec]:
     """A layered DAG: the gateway calls front services, apps call deeper apps and datastores."""
     count = max(MIN_SERVICES, min(MAX_SERVICES, count))
@@ -189,21 +198,28 @@ def _topology(rng: random.Random, count: int) -> list[ServiceSpec]:
 def _distractions(
     rng: random.Random, count: int, services: list[ServiceSpec], roots: set[str]
 ) -> list[Distraction]:
+    """Real anomalies off the causal story, with strengths and onsets drawn like the faults'."""
     found: list[Distraction] = []
     bystanders = [s for s in services if s.name not in roots]
     for kind in rng.sample(DISTRACTIONS, min(count, len(DISTRACTIONS))):
-        if kind == "flaky_errors":
-            # Side-path failures (batch jobs, partner webhooks) belong to internal services.
-            internal = [s for s in bystanders if not s.user_facing]
-            if internal:
-                found.append(Distraction(kind=kind, service=rng.choice(internal).name))
-        elif kind == "misleading_log":
-            healthy = [(s, d) for s in bystanders for d in s.depends_on if d not in roots]
+        strength = round(rng.uniform(0.2, 1.0), 2)
+        if kind == "misleading_log":
+            # Any caller, on the blame path or not, may blame a dependency that is fine.
+            healthy = [(s, d) for s in services for d in s.depends_on if d not in roots]
             if healthy:
                 service, blamed = rng.choice(healthy)
-                found.append(Distraction(kind=kind, service=service.name, blames=blamed))
+                found.append(Distraction(kind=kind, service=service.name, blames=blamed, strength=strength))
+        elif kind == "minor_fault":
+            hosts = [(s, t) for s in bystanders for t, f in FAULTS.items() if s.kind in f.kinds]
+            if hosts:
+                service, fault = rng.choice(hosts)
+                found.append(Distraction(kind=kind, service=service.name, fault=fault, strength=strength))
+        elif kind == "flaky_errors":
+            internal = [s for s in bystanders if not s.user_facing]
+            if internal:
+                found.append(Distraction(kind=kind, service=rng.choice(internal).name, strength=strength))
         elif bystanders:
-            found.append(Distraction(kind=kind, service=rng.choice(bystanders).name))
+            found.append(Distraction(kind=kind, service=rng.choice(bystanders).name, strength=strength))
     return found
 
 
@@ -219,7 +235,7 @@ def _recoverable_severity(incident: Incident) -> Severity | None:
     states = world.states_at(0)
     if not _traceable(incident, states):
         return None
-    at_risk = any(FAULTS[f.type].data_at_risk for f in incident.faults)
+    at_risk = world.data_at_risk(0)
     severities: list[Severity] = []
     for step in {0} | {f.intensify_at for f in incident.faults if f.intensify_at is not None}:
         error_rate, latency = world.user_facing_impact(step)
@@ -232,30 +248,15 @@ def _recoverable_severity(incident: Incident) -> Severity | None:
 
 
 def _traceable(incident: Incident, states: dict[str, ServiceState]) -> bool:
-    paged = {
-        s.name
-        for s in incident.services
-        if s.user_facing
-        and (states[s.name].error_rate >= ANOMALY_ERROR_RATE or states[s.name].latency_ms >= P1_LATENCY_MS)
-    }
-    depends = {s.name: s.depends_on for s in incident.services}
+    """Every root is paged itself or reached along failing calls from a paged user-facing service."""
+    specs = {s.name: s for s in incident.services}
+    alerted = {name for name, spec in specs.items() if any(fired(spec.user_facing, states[name]))}
+    paged = {name for name in alerted if specs[name].user_facing}
     reached, frontier = set(paged), list(paged)
     while frontier:
         caller = frontier.pop()
-        if incident.log_gaps.get(caller) == "empty":
-            hops = depends[caller]
-        else:
-            hops = [dep for dep, share in states[caller].failing_upstreams if share >= MIN_BLAMED_SHARE]
-        for dep in hops:
-            if dep not in reached:
+        for dep, share, _ in states[caller].failing_upstreams:
+            if share >= MIN_BLAMED_SHARE and dep not in reached:
                 reached.add(dep)
                 frontier.append(dep)
-    for fault in incident.faults:
-        state = states[fault.service]
-        self_paged = (
-            state.error_rate >= NON_FACING_ERROR_ALERT or state.cpu_pct >= CPU_ALERT_PCT
-            or state.memory_pct >= MEMORY_ALERT_PCT
-        )
-        if fault.service not in reached and not self_paged:
-            return False
-    return True
+    return all(f.service in reached or f.service in alerted for f in incident.faults)

@@ -9,10 +9,12 @@ from typing import Literal
 import msgspec
 from msgspec import Struct
 
-from .faults import FAULTS
+from .faults import FAULTS, TECHNOLOGIES
 from .topology import KINDS, dependency_order
 
-DistractionKind = Literal["noisy_neighbour", "recent_deploy", "misleading_log", "flaky_errors", "stale_alert"]
+DistractionKind = Literal[
+    "noisy_neighbour", "recent_deploy", "misleading_log", "flaky_errors", "stale_alert", "minor_fault"
+]
 LogGap = Literal["partial", "empty"]
 
 
@@ -21,6 +23,8 @@ class ServiceSpec(Struct, frozen=True, forbid_unknown_fields=True):
     kind: str
     depends_on: list[str] = []
     user_facing: bool = False
+    # The technology it runs on (see faults.TECHNOLOGIES); drawn from the incident when absent.
+    tech: str | None = None
 
 
 class FaultSpec(Struct, frozen=True, forbid_unknown_fields=True):
@@ -32,6 +36,8 @@ class FaultSpec(Struct, frozen=True, forbid_unknown_fields=True):
     onset: int = 0
     intensify_at: int | None = None
     peak: float = 1.0
+    # Minutes the fault had been building before the page; drawn from its type when absent.
+    lead: int | None = None
 
 
 class Distraction(Struct, frozen=True, forbid_unknown_fields=True):
@@ -40,6 +46,10 @@ class Distraction(Struct, frozen=True, forbid_unknown_fields=True):
     kind: DistractionKind
     service: str
     blames: str | None = None
+    # How strong the red herring is, in [0, 1]; drawn from the incident when absent.
+    strength: float | None = None
+    # A minor fault off the paged path: the fault type it shows.
+    fault: str | None = None
 
 
 class Incident(Struct, frozen=True, forbid_unknown_fields=True):
@@ -77,6 +87,8 @@ def validate(incident: Incident) -> Incident:
     for spec in incident.services:
         if spec.kind not in KINDS:
             raise IncidentError(f"{incident.id}: {spec.name} has unknown kind {spec.kind!r}")
+        if spec.tech is not None and spec.tech not in TECHNOLOGIES[spec.kind]:
+            raise IncidentError(f"{incident.id}: {spec.name} cannot run {spec.tech!r}")
         missing = set(spec.depends_on) - names
         if missing:
             raise IncidentError(f"{incident.id}: {spec.name} depends on unknown {sorted(missing)}")
@@ -97,6 +109,8 @@ def validate(incident: Incident) -> Incident:
         if not (0.0 < fault.intensity <= 1.0 and 0.0 < fault.peak <= 1.0):
             raise IncidentError(f"{incident.id}: intensity and peak must be in (0, 1]")
     for distraction in incident.distractions:
+        if distraction.fault is not None and distraction.fault not in FAULTS:
+            raise IncidentError(f"{incident.id}: unknown fault type {distraction.fault!r} in a distraction")
         if distraction.service not in names or (distraction.blames and distraction.blames not in names):
             raise IncidentError(f"{incident.id}: distraction names an unknown service")
     if set(incident.log_gaps) - names:

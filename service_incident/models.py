@@ -6,7 +6,8 @@ served to clients are generated from these classes.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import typing
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 from msgspec import Meta, Struct
@@ -18,87 +19,147 @@ ServiceName = Annotated[str, Meta(min_length=1, max_length=64)]
 Rationale = Annotated[str, Meta(max_length=2000)]
 
 
+ActionKind = Literal["inspect", "remedy", "answer"]
+
+
 class _ActionBase(Struct, tag_field="action", forbid_unknown_fields=True, kw_only=True, frozen=True):
     """Every action may carry a free-text rationale; it is recorded, never parsed for keywords.
 
     `metadata` is accepted because OpenEnv's pydantic actions always send it; it is ignored.
+    Each action type states its own metadata: `kind` (inspect, remedy or answer) and, for an
+    inspection, the `view` it reads; its docstring's first line is its description.
     """
 
+    kind: ClassVar[ActionKind]
+    view: ClassVar[str | None] = None
     rationale: Rationale | None = None
     metadata: dict[str, Any] = {}
 
 
 class InspectLogs(_ActionBase, tag="inspect_logs"):
-    """Read the recent log lines of one service."""
+    """Read the last two minutes of log lines from a service's pods."""
 
+    kind = "inspect"
+    view = "logs"
     target: ServiceName
 
 
 class InspectMetrics(_ActionBase, tag="inspect_metrics"):
-    """Read the current golden-signal metrics of one service."""
+    """Read a service's golden signals (p50/p99 latency, error rate, request rate, CPU, memory) with their history."""
 
+    kind = "inspect"
+    view = "metrics"
     target: ServiceName
 
 
 class CheckHealth(_ActionBase, tag="check_health"):
-    """Ask the orchestrator for a service's readiness, restarts and last probe."""
+    """Ask the orchestrator for a service's pods, restarts, termination reasons, events and probe."""
 
+    kind = "inspect"
+    view = "health"
     target: ServiceName
 
 
 class InspectDeploys(_ActionBase, tag="inspect_deploys"):
     """List a service's recent releases and configuration changes."""
 
+    kind = "inspect"
+    view = "deploys"
     target: ServiceName
 
 
 class RunDbQuery(_ActionBase, tag="run_db_query"):
-    """Read a database's own diagnostics: sessions, locks, slow statements, disk."""
+    """Read a datastore's own diagnostics: sessions, locks, slow statements, disk, replication."""
 
+    kind = "inspect"
+    view = "db"
+    target: ServiceName
+
+
+class InspectTraces(_ActionBase, tag="inspect_traces"):
+    """Read sampled traces of requests through a service: spans with service, operation, duration and status."""
+
+    kind = "inspect"
+    view = "traces"
     target: ServiceName
 
 
 class Restart(_ActionBase, tag="restart"):
-    """Replace a service's processes."""
+    """Replace a service's pods (a rollout restart)."""
 
+    kind = "remedy"
     target: ServiceName
 
 
 class Rollback(_ActionBase, tag="rollback"):
-    """Roll a service back to its previous release or configuration."""
+    """Roll a service back to its previous release or configuration (a canary included)."""
 
+    kind = "remedy"
     target: ServiceName
 
 
 class ScaleUp(_ActionBase, tag="scale_up"):
-    """Double a service's capacity."""
+    """Double a service's replicas and resources."""
 
+    kind = "remedy"
     target: ServiceName
 
 
 class Escalate(_ActionBase, tag="escalate"):
-    """Page the team that owns a service or its provider."""
+    """Page the team that owns a service or its provider; they act a step later."""
 
+    kind = "remedy"
+    target: ServiceName
+
+
+class Failover(_ActionBase, tag="failover"):
+    """Promote a datastore's replica to primary."""
+
+    kind = "remedy"
+    target: ServiceName
+
+
+class ExpandVolume(_ActionBase, tag="expand_volume"):
+    """Grow a service's data volume online."""
+
+    kind = "remedy"
+    target: ServiceName
+
+
+class RenewCertificate(_ActionBase, tag="renew_certificate"):
+    """Issue and load a fresh TLS certificate for a service."""
+
+    kind = "remedy"
+    target: ServiceName
+
+
+class ShedLoad(_ActionBase, tag="shed_load"):
+    """Turn on admission control at a service: requests beyond its usual rate are answered 429."""
+
+    kind = "remedy"
     target: ServiceName
 
 
 class Declare(_ActionBase, tag="declare"):
-    """Name the root-cause service(s) and the incident severity; ends the episode."""
+    """Name the root-cause service(s) and the incident severity."""
 
+    kind = "answer"
     target: ServiceName
     severity: Severity
     additional_targets: Annotated[list[ServiceName], Meta(max_length=16)] = []
 
 
 class DeclareRootCauses(_ActionBase, tag="declare_rca"):
-    """Name the root-cause services, for tasks that do not grade severity; ends the episode."""
+    """Name the root-cause services, for tasks that do not grade severity."""
 
+    kind = "answer"
     targets: Annotated[list[ServiceName], Meta(min_length=1, max_length=16)]
 
 
 class Resolve(_ActionBase, tag="resolve"):
-    """Close the incident as mitigated; ends the episode. Checked against the world, not taken on trust."""
+    """Close the incident as mitigated; checked against the world, not taken on trust."""
 
+    kind = "answer"
     target: ServiceName | None = None
 
 
@@ -108,44 +169,56 @@ Action = (
     | CheckHealth
     | InspectDeploys
     | RunDbQuery
+    | InspectTraces
     | Restart
     | Rollback
     | ScaleUp
     | Escalate
+    | Failover
+    | ExpandVolume
+    | RenewCertificate
+    | ShedLoad
     | Declare
     | DeclareRootCauses
     | Resolve
 )
-ACTION_TYPES: tuple[type[_ActionBase], ...] = (
-    InspectLogs,
-    InspectMetrics,
-    CheckHealth,
-    InspectDeploys,
-    RunDbQuery,
-    Restart,
-    Rollback,
-    ScaleUp,
-    Escalate,
-    Declare,
-    DeclareRootCauses,
-    Resolve,
-)
+ACTION_TYPES: tuple[type[_ActionBase], ...] = typing.get_args(Action)
 ACTION_NAMES: tuple[str, ...] = tuple(cls.__struct_config__.tag for cls in ACTION_TYPES)
-INSPECTIONS = (InspectLogs, InspectMetrics, CheckHealth, InspectDeploys, RunDbQuery)
-REMEDIATIONS = (Restart, Rollback, ScaleUp, Escalate)
+INSPECTIONS: tuple[type[_ActionBase], ...] = tuple(t for t in ACTION_TYPES if t.kind == "inspect")
+REMEDIATIONS: tuple[type[_ActionBase], ...] = tuple(t for t in ACTION_TYPES if t.kind == "remedy")
+ACTIONS_BY_NAME: dict[str, type[_ActionBase]] = dict(zip(ACTION_NAMES, ACTION_TYPES, strict=True))
 
 
-def action_name(action: Action) -> str:
+def action_name(action: Action | type[_ActionBase]) -> str:
     return action.__struct_config__.tag
 
 
-class Metrics(Struct, frozen=True):
-    """Golden signals of one service at one instant."""
+def describe(action_type: type[_ActionBase]) -> str:
+    """An action's description: the first line of its docstring."""
+    return (action_type.__doc__ or "").strip().splitlines()[0]
 
-    latency_ms: float
+
+class MetricPoint(Struct, frozen=True):
+    """One minute of a service's golden signals."""
+
+    at: str  # HH:MM, UTC
+    p99_ms: float
     error_rate: float
+    rps: float
     cpu_pct: float
     memory_pct: float
+
+
+class Metrics(Struct, frozen=True):
+    """Golden signals of one service now, and minute by minute since before the page."""
+
+    p50_ms: float
+    p99_ms: float
+    error_rate: float
+    rps: float
+    cpu_pct: float
+    memory_pct: float
+    history: list[MetricPoint] = []
 
 
 class ServiceCard(Struct, frozen=True):
@@ -174,6 +247,37 @@ class Alert(Struct, frozen=True, kw_only=True):
     since: str
 
 
+class ActionRecord(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One action taken, as the history lists it: what was done to what, never how it turned out."""
+
+    step: int
+    action: str
+    target: str | None = None
+    targets: list[str] = []
+    severity: Severity | None = None
+    refused: bool = False
+
+
+class RootCause(Struct, frozen=True, kw_only=True):
+    service: str
+    fault: str
+    fixes: list[str]
+    seen: bool  # whether any view of it was opened
+
+
+class Postmortem(Struct, frozen=True, kw_only=True):
+    """The truth of an episode and what each part of the score missed, shown when it ends."""
+
+    root_causes: list[RootCause]
+    declared: list[str]
+    severity: Severity | None
+    severity_basis: str
+    declared_severity: Severity | None
+    remedies: list[str]
+    red_herrings: list[str]
+    missed: dict[str, str]
+
+
 class Observation(Struct, kw_only=True, omit_defaults=False):
     """What the agent sees after reset and after every step."""
 
@@ -188,6 +292,7 @@ class Observation(Struct, kw_only=True, omit_defaults=False):
     visible_health: dict[str, str] = {}
     visible_deploys: dict[str, str] = {}
     visible_db: dict[str, str] = {}
+    visible_traces: dict[str, str] = {}
     # Health of every service at a glance, in tasks that show a service dashboard.
     dashboard: dict[str, str] = {}
     step_count: int
@@ -198,12 +303,14 @@ class Observation(Struct, kw_only=True, omit_defaults=False):
     available_actions: list[str] = []
     terminal_actions: list[str] = []
     last_diagnostic: str | None = None
-    action_history: list[str] = []
+    action_history: list[ActionRecord] = []
     last_action_error: str | None = None
     score: float | None = None
     breakdown: dict[str, float] | None = None
     done: bool = False
     reward: float | None = None
+    # What happened, told once the episode is over (None before).
+    postmortem: Postmortem | None = None
     metadata: dict[str, Any] = {}
 
 

@@ -1,9 +1,13 @@
-"""Per-step rewards and the final score. Every number that grades an agent is defined here, once.
+"""Rewards, the final score and the postmortem. Every number that grades an agent is defined here, once.
 
-Information rewards are potential-based shaping: they are paid when evidence is first revealed and
-settled (subtracted) when the episode ends, so an episode's return is its outcome minus its waste
-and no amount of inspecting can raise it. The final score is separate, in [SCORE_FLOOR, SCORE_CEIL],
-and grades the answer, the evidence behind it, the state the world was left in and the steps taken.
+Two reward modes. "final" (evaluation): every step before the last pays exactly 0 and the last
+carries the episode's whole return. "dense" (training): the same return spread over the steps, with
+shaping that uses privileged information (whether an inspection looked at a root cause while its
+fault showed, whether a remedy healed one) and is documented as such. Information rewards are
+potential-based: paid when a root's evidence is first seen and settled (subtracted) at the end, so
+the return is the outcome minus the waste in both modes. The final score is separate, in
+[SCORE_FLOOR, SCORE_CEIL], and grades the answer, the evidence behind it, the state the world was
+left in and the steps taken.
 """
 
 from __future__ import annotations
@@ -12,9 +16,11 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from .models import Postmortem, RootCause, Severity
+
 # Per-step rewards (the triage table).
-INFO_REWARD = 0.1  # a new inspection that reveals an anomaly
-NO_INFO_REWARD = 0.0  # a new inspection that reveals nothing abnormal
+INFO_REWARD = 0.1  # dense only: a new look at a root cause while its fault shows (privileged)
+NO_INFO_REWARD = 0.0  # any other new look
 WASTE_PENALTY = -0.05  # a redundant inspection, an unknown target, an action the task does not allow
 DECLARE_EXACT = 1.0  # root cause and severity right
 DECLARE_ROOT_ONLY = 0.6  # root cause right, severity wrong
@@ -65,8 +71,8 @@ class Ledger:
     declared: frozenset[str] | None = None
     severity_right: bool = False
 
-    def inspection_reward(self, anomalous: bool) -> float:
-        if not anomalous:
+    def inspection_reward(self, revealing: bool) -> float:
+        if not revealing:
             return NO_INFO_REWARD
         paid = min(INFO_REWARD, INFO_REWARD_CAP - self.info_paid)
         self.info_paid = round(self.info_paid + paid, 6)
@@ -95,6 +101,13 @@ def remedy_reward(outcome: str) -> float:
 def settle(reward: float, ledger: Ledger) -> float:
     """The terminal step's reward: its own reward less the shaping paid along the way."""
     return round(reward - ledger.info_paid, 6)
+
+
+def paid(dense: float, mode: str, done: bool, ledger: Ledger) -> float:
+    """What a step pays in a reward mode, given its dense reward (already recorded in the ledger)."""
+    if mode == "dense":
+        return dense
+    return round(sum(ledger.rewards), 6) if done else 0.0
 
 
 def rationale_credit(rationales: Iterable[str], observed: Iterable[str]) -> float:
@@ -139,3 +152,73 @@ def final_score(
     raw = max(0.0, min(1.0, sum(parts.values())))
     score = SCORE_FLOOR + (SCORE_CEIL - SCORE_FLOOR) * raw
     return round(score, 4), {name: round(value, 4) for name, value in parts.items()}
+
+
+def postmortem(
+    *,
+    faults: list[tuple[str, str, list[str]]],
+    seen: set[str],
+    ledger: Ledger,
+    severity: Severity | None,
+    severity_basis: str,
+    declared_severity: Severity | None,
+    breakdown: Mapping[str, float],
+    weights: Mapping[str, float],
+    restored: bool,
+    live: list[str],
+    remedies: list[str],
+    red_herrings: list[str],
+    steps: int,
+    max_steps: int,
+) -> Postmortem:
+    """The truth of an ended episode, and for each part of the score that fell short, why."""
+    roots = {service for service, _, _ in faults}
+    declared = sorted(ledger.declared or ())
+    missed: dict[str, str] = {}
+    for part, weight in weights.items():
+        if breakdown.get(part, 0.0) >= weight - 1e-9:
+            continue
+        if part == "root_cause":
+            absent, extra = sorted(roots - set(declared)), sorted(set(declared) - roots)
+            said = [f"not named: {', '.join(absent)}"] if absent else []
+            said += [f"named but not a root cause: {', '.join(extra)}"] if extra else []
+            missed[part] = "; ".join(said) or "no root cause was declared"
+        elif part == "severity":
+            missed[part] = (
+                f"declared {declared_severity or 'nothing'}, graded {severity}" if set(declared) == roots
+                else "counts only once every root cause is named"
+            )
+        elif part == "evidence":
+            unseen = sorted(roots - seen)
+            missed[part] = (
+                f"no view showed the fault of: {', '.join(unseen)}" if set(declared) == roots
+                else "counts only once every root cause is named"
+            )
+        elif part == "remediation":
+            missed[part] = (
+                f"service not restored; faults still live on: {', '.join(live)}" if live
+                else "faults fixed but users still affected when the episode ended"
+            )
+        elif part == "efficiency":
+            missed[part] = f"{steps} of {max_steps} steps used" if set(declared) == roots or restored else (
+                "counts only once the root cause is named or service restored"
+            )
+        elif part == "rationale":
+            missed[part] = f"rationales cite fewer than {RATIONALE_CITES} distinct facts that were observed"
+    if ledger.waste:
+        missed["waste"] = (
+            f"{ledger.waste} wasted action(s): repeated looks, refused actions, remedies that healed nothing"
+        )
+    return Postmortem(
+        root_causes=[
+            RootCause(service=service, fault=fault, fixes=fixes, seen=service in seen)
+            for service, fault, fixes in faults
+        ],
+        declared=declared,
+        severity=severity,
+        severity_basis=severity_basis,
+        declared_severity=declared_severity,
+        remedies=remedies,
+        red_herrings=red_herrings,
+        missed=missed,
+    )

@@ -8,7 +8,9 @@ from collections.abc import Mapping
 from msgspec import Struct
 
 from . import dataset
+from .generator import PRESETS
 from .incidents import Incident, load_suite
+from .models import INSPECTIONS, REMEDIATIONS, action_name
 
 
 class Task(Struct, frozen=True, kw_only=True):
@@ -54,9 +56,22 @@ def _triage(difficulty: str, prefix: str, max_steps: int) -> Task:
     )
 
 
-INVESTIGATION = ("inspect_logs", "inspect_metrics", "check_health", "inspect_deploys", "run_db_query")
-REMEDIATION = ("restart", "rollback", "scale_up", "escalate")
-GENERATED_BUDGETS: Mapping[str, int] = {"easy": 8, "medium": 10, "hard": 12, "expert": 14}
+INVESTIGATION = tuple(action_name(t) for t in INSPECTIONS)
+REMEDIATION = tuple(action_name(t) for t in REMEDIATIONS)
+# Budgets of the generated tiers, from the steps an efficient investigator needs: one look that
+# localizes (traces from the page) and the answer; per fault at most, a look at the suspect, a
+# second view to choose the fix, the fix, and a look to see it work; and slack: two steps, and one
+# more for every two red herrings that may cost a look.
+BUDGET_BASE = 2
+BUDGET_PER_FAULT = 4
+BUDGET_SLACK: Mapping[str, int] = {name: 2 + knobs.red_herrings // 2 for name, knobs in PRESETS.items()}
+
+
+def generated_budget(difficulty: str) -> int:
+    return BUDGET_BASE + BUDGET_PER_FAULT * PRESETS[difficulty].faults[1] + BUDGET_SLACK[difficulty]
+
+
+GENERATED_BUDGETS: Mapping[str, int] = {difficulty: generated_budget(difficulty) for difficulty in PRESETS}
 
 
 def _generated(difficulty: str, max_steps: int) -> Task:
@@ -67,8 +82,8 @@ def _generated(difficulty: str, max_steps: int) -> Task:
         max_steps=max_steps,
         description=(
             f"Generated {difficulty} incident: investigate a system of services, remediate if you can, and "
-            f"declare the root-cause service(s) and the severity within {max_steps} steps. Any seed draws a "
-            "training incident; the listed incidents are the frozen evaluation set."
+            f"declare the root-cause service(s) (there may be more than one) and the severity within {max_steps} "
+            "steps. Any seed draws a training incident; the listed incidents are the frozen evaluation set."
         ),
         actions=(*INVESTIGATION, *REMEDIATION, "declare"),
         ends_on=("declare",),
@@ -85,7 +100,7 @@ def _response(difficulty: str, incidents: tuple[str, ...]) -> Task:
         difficulty=difficulty,
         max_steps=10,
         description=(
-            "Response: restore service. Investigate, remediate (restart, rollback, scale up, escalate), "
+            "Response: restore service. Investigate, remediate, "
             "name the root cause with `declare`, and `resolve` once users are served again. Every action "
             "needs a rationale; rationales are credited for citing what you observed."
         ),
@@ -157,7 +172,12 @@ TASKS: Mapping[str, Task] = {
     )
 }
 DEFAULT_TASK = "easy"
-TASK_ALIASES: Mapping[str, str] = dict(RCA_IDS)
+# The root-cause system's walkthrough also names tasks by difficulty alone: the first scenario of each.
+_BY_DIFFICULTY: Mapping[str, str] = {
+    f"task_{difficulty}": RCA_IDS[next(seed_id for seed_id, d in RCA_DIFFICULTY.items() if d == difficulty)]
+    for difficulty in ("easy", "medium", "hard")
+}
+TASK_ALIASES: Mapping[str, str] = {**RCA_IDS, **_BY_DIFFICULTY}
 
 
 def find_task(task_id: str) -> Task | None:

@@ -1,7 +1,15 @@
-"""Telemetry rendered from the world: log lines, metrics and alerts as an on-call engineer sees them.
+"""Telemetry rendered from the world: the views an on-call engineer has, and the pages.
 
-Every rendering draws from its own RNG keyed by (episode seed, service, what, step), so a service's
-text is the same whatever was inspected before it and whatever else runs in the process.
+Views: logs (lines from the service's pods), metrics (p50/p99 latency, error rate, request rate, CPU,
+memory, with minute-by-minute history from before the page), health (pods with identities,
+restarts, termination reasons and recent events), deploy history, a database's own diagnostics,
+and sampled traces through a service. `Telemetry.look` is the one entry point: it renders a view
+and decides, once, whether anything changed since the agent last looked at it. Alert rules are
+defined here, once, and the generator uses them too.
+
+Every rendering draws from its own RNG keyed by (episode seed, service, view, step), so a service's
+text is the same whatever was inspected before it. Identities (pod names, PIDs, versions, hosts)
+belong to the system and are keyed by the incident alone.
 """
 
 from __future__ import annotations
@@ -10,33 +18,73 @@ import math
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import cache, cached_property, lru_cache
+from functools import cache, cached_property
+from typing import Literal
 
-from .faults import FAULTS
-from .models import Alert, Metrics
-from .topology import KINDS
-from .world import P1_ERROR_RATE, P1_LATENCY_MS, ServiceState, World
+from .faults import FAULTS, FaultType
+from .models import Alert, MetricPoint, Metrics
+from .topology import KINDS, OPERATIONS, PORTS, ROUTINE_BY_TECH
+from .world import (
+    HISTORY_MINUTES,
+    P1_LATENCY_MS,
+    Edge,
+    ServiceState,
+    World,
+    distraction_onset,
+    distraction_strength,
+    fault_lead,
+    spread,
+    unit,
+)
 
+View = Literal["logs", "metrics", "health", "deploys", "db", "traces"]
 LOG_LINES = 8
 LOG_WINDOW_S = 120
 STEP_MINUTES = 1
-ANOMALY_LEVELS = frozenset({"WARN", "ERROR", "CRIT"})
-# What an engineer would call abnormal on a dashboard; also what earns the information reward.
-ANOMALY_ERROR_RATE = 0.02
-ANOMALY_CPU_PCT = 85.0
-ANOMALY_MEMORY_PCT = 90.0
-METRIC_NOISE = 0.04
-NON_FACING_ERROR_ALERT = 0.10
-CPU_ALERT_PCT = 90.0
-RECENT_CHANGE_H = 6
-FLAPPING_H = 2
-# Failures rarer than this do not show up in a two-minute window of logs.
-MIN_BLAMED_SHARE = 0.01
-MEMORY_ALERT_PCT = 92.0
+METRIC_NOISE = 0.03
+LEVELS = ("CRIT", "PANIC", "FATAL", "ERROR", "WARN", "LOG", "INFO")
+TRACES_SAMPLED = 4
+TRACE_CANDIDATES = 12
+TRACE_DEPTH = 3
 
 _FIELD = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRule:
+    """One paging rule: a signal on some services, firing at or above a threshold."""
+
+    signal: Literal["http_5xx_ratio", "error_ratio", "p99_latency_ms", "cpu_pct", "memory_pct"]
+    audience: Literal["user_facing", "internal", "any"]
+    threshold: float
+    value: Callable[[ServiceState], float]
+    summary: str
+    critical_at: float | None = None
+
+
+ALERT_RULES: tuple[AlertRule, ...] = (
+    AlertRule("http_5xx_ratio", "user_facing", 0.02, lambda s: s.error_rate,
+              "HTTP 5xx ratio {value:.1%} over 5m, peak {peak:.1%} (SLO 99.5%)", critical_at=0.05),
+    AlertRule("error_ratio", "internal", 0.10, lambda s: s.error_rate,
+              "error ratio {value:.1%} over 5m, peak {peak:.1%}"),
+    AlertRule("p99_latency_ms", "user_facing", P1_LATENCY_MS, lambda s: s.p99_ms,
+              "p99 latency {value:.0f} ms over 5m, peak {peak:.0f} ms (objective 800 ms)"),
+    AlertRule("cpu_pct", "any", 90.0, lambda s: s.cpu_pct, "CPU {value:.0f}% over 5m, peak {peak:.0f}%"),
+    AlertRule("memory_pct", "any", 92.0, lambda s: s.memory_pct, "memory {value:.0f}% of limit, peak {peak:.0f}%"),
+)
+
+
+def fired(user_facing: bool, state: ServiceState) -> Iterator[tuple[AlertRule, float]]:
+    """The rules a service's state trips, with the value each fires on."""
+    for rule in ALERT_RULES:
+        if (rule.audience == "user_facing" and not user_facing) or (rule.audience == "internal" and user_facing):
+            continue
+        value = rule.value(state)
+        if value >= rule.threshold:
+            yield rule, value
 
 
 def rng_for(seed: int, *key: object) -> random.Random:
@@ -56,7 +104,6 @@ def clock(world: World, step: int) -> datetime:
     return parse_time(world.incident.started_at) + timedelta(minutes=STEP_MINUTES * step)
 
 
-# A compiled template is a tuple of pieces, each drawing its text from the episode's RNG.
 _Piece = Callable[[random.Random, dict[str, str]], str]
 
 
@@ -95,7 +142,7 @@ def _compile(template: str) -> tuple[_Piece, ...]:
 
 
 def fill(template: str, rng: random.Random, context: dict[str, str]) -> str:
-    """Expand a log template: {int:a:b}, {float:a:b}, {hex:n}, {pick:a|b} and named context fields."""
+    """Expand a template: {int:a:b}, {float:a:b}, {hex:n}, {pick:a|b} and named context fields."""
     return "".join(piece(rng, context) for piece in _compile(template))
 
 
@@ -104,18 +151,48 @@ def pick(rng: random.Random, options: tuple[str, ...] | list[str]) -> str:
 
 
 def stamp_ms(epoch_ms: int) -> str:
-    """An RFC 3339 UTC timestamp with milliseconds, from epoch milliseconds."""
     seconds, millis = divmod(epoch_ms, 1000)
     t = time.gmtime(seconds)
     return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}.{millis:03d}Z"
 
 
-@lru_cache(maxsize=4096)
-def identity(incident_id: str, service: str) -> tuple[str, str, int]:
-    """Host, build and pid of a service: they belong to the system, so they are keyed without the seed."""
-    rng = rng_for(0, incident_id, service, "identity")
-    version = "v{}.{}.{}".format(*rng.choices(range(1, 20), k=3))
-    return f"{service}-{rng.getrandbits(20):05x}", version, rng.randint(100, 9999)
+def level(line: str) -> str:
+    """The level word of a rendered log line, or "" for a line without one."""
+    fields = line.split(maxsplit=4)
+    return fields[3] if len(fields) > 3 else ""
+
+
+def _hexkey(*key: object) -> str:
+    return f"{int(unit(*key) * 0xFFFFFF):06x}"
+
+
+def version_of(incident_id: str, service: str) -> tuple[str, str]:
+    """The release a service runs before any rollback, and the one before it."""
+    major, minor = 1 + int(unit(incident_id, service, "major") * 9), int(unit(incident_id, service, "minor") * 30)
+    patch = 1 + int(unit(incident_id, service, "patch") * 12)
+    return f"v{major}.{minor}.{patch}", f"v{major}.{minor}.{patch - 1}"
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    name: str
+    pid: int
+    ip: str
+    started: datetime  # when its current container started
+    restarts: int
+    status: str
+    last_termination: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Look:
+    """What one inspection showed, and whether any of it is new since the last look at that view."""
+
+    view: View
+    service: str
+    text: str
+    metrics: Metrics | None
+    changed: bool
 
 
 class Telemetry:
@@ -124,14 +201,90 @@ class Telemetry:
     def __init__(self, world: World, seed: int) -> None:
         self.world = world
         self.seed = seed
-        self._alerts: dict[int, list[Alert]] = {}
-        self._histories: dict[int, tuple[dict[tuple[str, str], int], dict[tuple[str, str], float]]] = {}
-        self._readings_cache: dict[int, tuple[dict[str, ServiceState], dict[tuple[str, str], float]]] = {}
+        self._alerts: dict[int, tuple[dict[tuple[str, str], float], list[Alert]]] = {}
+        self._readings: dict[int, tuple[dict[str, ServiceState], dict[tuple[str, str], float]]] = {}
+        self._histories: dict[int, tuple[object, dict[tuple[str, str], int], dict[tuple[str, str], float]]] = {}
+        self._trace_step = 0
+        self._seen: dict[tuple[View, str], tuple[object, Look]] = {}
+
+    # -- the entry point ---------------------------------------------------------------------------
+
+    def look(self, view: View, service: str, step: int) -> Look:
+        """Render one view of one service now; a view whose inputs did not move since the last look
+        at it is returned as it was, marked unchanged."""
+        epoch = self._epoch(view, service, step)
+        previous = self._seen.get((view, service))
+        if previous is not None and previous[0] == epoch:
+            old = previous[1]
+            return Look(view, service, old.text, old.metrics, changed=False)
+        metrics = self.metrics(service, step) if view == "metrics" else None
+        text = _RENDER[view](self, service, step) if metrics is None else _metrics_text(metrics)
+        look = Look(view, service, text, metrics, changed=True)
+        self._seen[(view, service)] = (epoch, look)
+        return look
+
+    def _epoch(self, view: View, service: str, step: int) -> object:
+        """What a view is rendered from besides the clock: faults' strengths and the remedies applied."""
+        world = self.world
+        at = self.lagged(step) if view == "metrics" else step
+        strengths = tuple(round(run.strength(at), 2) for run in world._runs)
+        return strengths, len(world.history), tuple(world.restarts(service, at))
+
+    # -- views ---------------------------------------------------------------------------------------
 
     @cached_property
     def _expired(self) -> str:
         started = parse_time(self.world.incident.started_at)
-        return format_time(started - timedelta(days=rng_for(0, self.world.incident.id, "cert").randint(1, 4)))
+        return format_time(started - timedelta(hours=spread(2, 90, self.world.incident.id, "cert")))
+
+    def version(self, service: str, step: int) -> str:
+        current, previous = version_of(self.world.incident.id, service)
+        return previous if self.world.rolled_back(service, step) else current
+
+    def pods(self, service: str, step: int) -> list[Pod]:
+        """The pods running a service at a step: a rollout (restart, rollback) replaces them all, a
+        scale-up adds new ones, and a crashing container restarts inside its pod with a new PID."""
+        world, iid = self.world, self.world.incident.id
+        node = world.plan.by_name[service]
+        now = clock(world, step)
+        rollouts = sorted(
+            e.step for e in world.history
+            if e.service == service and e.remedy in ("restart", "rollback") and e.step <= step
+        )
+        generation = len(rollouts)
+        born = clock(world, rollouts[-1]) if rollouts else None
+        replicas = round(node.replicas * world.capacity(service, step))
+        template = _hexkey(iid, service, "rs", self.version(service, step))[:5] + "9"
+        crashing: FaultType | None = None
+        strength = 0.0
+        for kind, s in world.fault_runs(service, step):
+            if kind.termination and s > strength:
+                crashing, strength = kind, s
+        sick = math.ceil(strength * replicas) if crashing else 0
+        pods = []
+        for index in range(replicas):
+            scaled = index >= node.replicas
+            suffix = _hexkey(iid, service, generation, index)[:5]
+            name = f"{service}-{template}-{suffix}"
+            if born is not None:
+                started = born
+            elif scaled:
+                since = min(e.step for e in world.history if e.service == service and e.remedy == "scale_up")
+                started = clock(world, since)
+            else:
+                started = now - timedelta(hours=spread(20, 900, iid, service, index, "age"), minutes=step)
+            restarts, status, termination = 0, "Running", None
+            if index < sick and crashing is not None:
+                minutes = (now - started).total_seconds() / 60 if born is not None else fault_lead(
+                    world.incident, world.incident.faults[0], 0) + step + 5
+                restarts = 1 + int(min(minutes, 40) * spread(0.3, 0.7, iid, service, index, "crash"))
+                status = "CrashLoopBackOff" if crashing.health == "down" else "Running"
+                termination = crashing.termination
+                started = now - timedelta(seconds=spread(5, 90, iid, service, index, restarts))
+            pid = 100 + int(unit(iid, service, generation, index, restarts, "pid") * 9800)
+            ip = f"10.{int(unit(iid, service, 'net') * 250)}.{index}.{10 + int(unit(iid, name) * 200)}"
+            pods.append(Pod(name, pid, ip, started, restarts, status, termination))
+        return pods
 
     def logs(self, service: str, step: int) -> str:
         world, incident = self.world, self.world.incident
@@ -139,305 +292,518 @@ class Telemetry:
         if gap == "empty":
             return f"(no log lines received from {service} in the last {LOG_WINDOW_S} s: log shipper backlog)"
         rng = rng_for(self.seed, incident.id, service, "logs", step)
-        profile = KINDS[incident.service(service).kind]
+        node = world.plan.by_name[service]
+        profile = KINDS[node.kind]
         state = world.states_at(step)[service]
-        host, version, pid = identity(incident.id, service)
-        context = {"svc": service, "version": version, "expired": self._expired}
-        # Evidence comes in groups (the fault's own lines, the failures blamed on each upstream):
-        # a partial shipper drops lines at random but leaves one line of every group.
+        pods = self.pods(service, step)
+        context = self._context(service, step, pods)
+        # Evidence comes in groups: a partial shipper drops lines at random but keeps one of each group.
         groups: list[list[str]] = []
-        for fault in incident.faults:
-            if fault.service == service and state.fault_strength > 0.0:
-                templates = FAULTS[fault.type].logs
-                count = max(2, round(2 + 3 * min(1.0, state.fault_strength)))
-                groups.append([templates[i % len(templates)] for i in range(count)])
-        for upstream, share in state.failing_upstreams:
-            if share >= MIN_BLAMED_SHARE:
-                caller_log = _caller_template(world, upstream, step).replace("{upstream}", upstream)
-                groups.append([caller_log] * min(4, math.ceil(1 + share * 6)))
-        for distraction in incident.distractions:
-            if distraction.service == service:
-                groups.append(_DISTRACTION_LOGS[distraction.kind](distraction.blames or ""))
+        for index, fault in enumerate(incident.faults):
+            if fault.service != service:
+                continue
+            strength = next((s for k, s in world.fault_runs(service, step) if k.name == fault.type), 0.0)
+            if strength <= 0.0:
+                continue
+            groups.append(self._fault_lines(FAULTS[fault.type], service, index, strength))
+        edges = {edge.dep: edge for edge in node.edges}
+        for upstream, share, cause in state.failing_upstreams:
+            count = min(4, math.ceil(share * 8))
+            groups.append([self._caller_line(edges[upstream], cause, share) for _ in range(count)])
+        for index, distraction in enumerate(incident.distractions):
+            if distraction.service == service and step >= -distraction_onset(incident.id, index):
+                groups.append(self._distraction_lines(distraction.kind, distraction, index))
         for event in world.history:
             if event.service == service and step - 1 <= event.step <= step:
-                groups.append([_REMEDIATION_LOGS[event.remedy]])
+                groups.append([_REMEDY_LOGS[event.remedy]])
         evidence = sum(len(group) for group in groups)
-        groups.append([pick(rng, profile.routine_logs) for _ in range(max(2, LOG_LINES - evidence))])
+        routine = ROUTINE_BY_TECH.get(node.tech, profile.routine_logs)
+        groups.append([pick(rng, routine) for _ in range(max(2, LOG_LINES - evidence))])
         if gap == "partial":
             groups = [[line for line in group if rng.random() < 0.5] or group[:1] for group in groups]
         lines = [line for group in groups for line in group]
         rng.shuffle(lines)
         window_ms = LOG_WINDOW_S * 1000
-        start_ms = int(clock(world, step).timestamp() * 1000) - window_ms
+        end_ms = int(clock(world, step).timestamp() * 1000)
         offsets = sorted(int(rng.random() * window_ms) for _ in lines)
         rendered = []
+        process = _process(node.tech, profile.process)
         for offset, template in zip(offsets, lines, strict=True):
-            context["endpoint"] = pick(rng, profile.endpoints)
-            level, _, message = fill(template, rng, context).partition(" ")
-            rendered.append(f"{stamp_ms(start_ms + offset)} {host} {profile.process}[{pid}]: {level:<5} {message}")
+            pod = pods[int(rng.random() * len(pods))]
+            moment_ms = end_ms - window_ms + offset
+            context["endpoint"] = _endpoint(template, profile.endpoints, rng)
+            context["uptime"] = f"{max(0, moment_ms // 1000 - int(pod.started.timestamp())) // 3600}h"
+            level_, _, message = fill(template, rng, context).partition(" ")
+            rendered.append(f"{stamp_ms(moment_ms)} {pod.name} {process}[{pod.pid}]: {level_:<5} {message}")
         return "\n".join(rendered)
 
+    def _context(self, service: str, step: int, pods: list[Pod]) -> dict[str, str]:
+        incident = self.world.incident
+        callers = [s.name for s in incident.services if service in s.depends_on] or [service]
+        return {
+            "svc": service,
+            "version": self.version(service, step),
+            "expired": self._expired,
+            "host": f"{service}.internal",
+            "canary": f"{service}-canary-{_hexkey(incident.id, service, 'canary')[:5]}",
+            "container": service,
+            "max_conn": str(100 * (1 + int(unit(incident.id, service, "maxconn") * 4))),
+            "client": callers[int(unit(incident.id, service, "client") * len(callers))],
+            "ip": pods[0].ip if pods else "10.0.0.1",
+        }
+
+    def _fault_lines(self, kind: FaultType, service: str, index: int, strength: float) -> list[str]:
+        node = self.world.plan.by_name[service]
+        options = kind.phrasings(node.tech)
+        phrasing = options[int(unit(self.world.incident.id, service, index, "phrasing") * len(options))]
+        # A weak fault writes a line now and then; a strong one fills the window.
+        count = min(5, math.ceil(12 * strength))
+        return [phrasing[i % len(phrasing)] for i in range(count)]
+
+    def _caller_line(self, edge: Edge, cause: str, share: float) -> str:
+        """How a caller logs a failed call: its words depend on how the call failed and on the caller."""
+        world = self.world
+        dep_node = world.plan.by_name[edge.dep]
+        dep_kind = dep_node.kind
+        port = PORTS.get(dep_node.tech, 8080)
+        severity = "ERROR" if share >= 0.03 else "WARN"
+        ops = OPERATIONS.get(dep_kind)
+        if ops:
+            target = pick_fixed(ops[1] if cause == "write" else ops[0], edge.dep, edge.deadline_ms)
+        else:
+            endpoints = KINDS[dep_kind].endpoints
+            target = endpoints[int(unit(edge.dep, edge.deadline_ms) * len(endpoints))]
+        where = {
+            "named": f"upstream={edge.dep}",
+            "host": f"host={edge.dep}.svc.cluster.local:{port}",
+            "endpoint": f'call="{target}"',
+            "bare": "",
+        }[edge.style]
+        status, error = {
+            "timeout": ("504", f"deadline exceeded after {edge.deadline_ms:.0f}ms"),
+            "breaker": ("503", "circuit breaker open, failing fast"),
+            "refused": ("502", "connection refused" if edge.style != "bare" else "connection reset by peer"),
+            "rejected": ("401", "upstream rejected credentials"),
+            "write": ("500", f"write failed: {target} returned an error"),
+            "error": ("503", "upstream returned 503"),
+        }[cause]
+        if severity == "WARN":
+            then = f"retrying (attempt 2/{edge.retries + 1})" if edge.retries else "giving up"
+            return f'WARN req={{hex:8}} "{{endpoint}}" {where} err="{error}", {then}'
+        return f'ERROR req={{hex:8}} "{{endpoint}}" status={status} {where} err="{error}"'.replace("  ", " ")
+
+    def _distraction_lines(self, kind: str, distraction: object, index: int) -> list[str]:
+        iid = self.world.incident.id
+        options = _DISTRACTION_LOGS[kind]
+        if kind == "misleading_log":
+            blamed = getattr(distraction, "blames", None) or ""
+            node = self.world.plan.by_name[distraction.service]  # type: ignore[attr-defined]
+            edge = next((e for e in node.edges if e.dep == blamed), None)
+            deadline = f"{edge.deadline_ms:.0f}" if edge else "2000"
+            level_ = "ERROR" if unit(iid, index, "blame") < 0.5 else "WARN"
+            line = options[int(unit(iid, index, "line") * len(options))]
+            count = 1 + int(unit(iid, index, "count") * 2)
+            return [line.format(level=level_, blamed=blamed, deadline=deadline)] * count
+        if kind == "minor_fault":
+            fault = FAULTS[getattr(distraction, "fault", None) or "slow_query"]
+            svc = distraction.service  # type: ignore[attr-defined]
+            return self._fault_lines(fault, svc, 100 + index, 0.3)[:2]
+        if not options:
+            return []
+        chosen = [options[int(unit(iid, index, kind, n) * len(options))] for n in range(2)]
+        return list(dict.fromkeys(chosen))
+
     def metrics(self, service: str, step: int) -> Metrics:
-        rng = rng_for(self.seed, self.world.incident.id, service, "metrics", step)
-        state = self.world.states_at(self.lagged(step))[service]
+        """The golden signals now (as of the metrics pipeline's lag) and their history by minute."""
+        world = self.world
+        last = self.lagged(step)
+        points = [self._point(service, minute) for minute in range(-HISTORY_MINUTES, last + 1)]
+        now = points[-1]
+        state = world.states_at(last)[service]
+        rng = rng_for(self.seed, world.incident.id, service, "p50", last)
+        return Metrics(
+            p50_ms=float(round(state.p50_ms * (1.0 + rng.uniform(-METRIC_NOISE, METRIC_NOISE)), 1)),
+            p99_ms=now.p99_ms,
+            error_rate=now.error_rate,
+            rps=now.rps,
+            cpu_pct=now.cpu_pct,
+            memory_pct=now.memory_pct,
+            history=points,
+        )
+
+    def _point(self, service: str, minute: int) -> MetricPoint:
+        world = self.world
+        state = world.states_at(minute)[service]
+        rng = rng_for(self.seed, world.incident.id, service, "metrics", minute)
 
         def jitter(value: float) -> float:
             return value * (1.0 + rng.uniform(-METRIC_NOISE, METRIC_NOISE))
 
-        return Metrics(
-            latency_ms=float(round(jitter(state.latency_ms))),
-            error_rate=round(min(1.0, jitter(state.error_rate)), 3),
+        return MetricPoint(
+            at=format_time(clock(world, minute))[11:16],
+            p99_ms=float(round(jitter(state.p99_ms))),
+            error_rate=significant(min(1.0, jitter(state.error_rate))),
+            rps=float(round(jitter(state.rps), 1)),
             cpu_pct=round(min(100.0, jitter(state.cpu_pct)), 1),
             memory_pct=round(min(100.0, jitter(state.memory_pct)), 1),
         )
 
     def health(self, service: str, step: int) -> str:
-        """What the orchestrator reports: readiness, restarts, the last probe."""
+        """What the orchestrator reports: the deployment, its pods, and the recent events."""
         world = self.world
-        rng = rng_for(self.seed, world.incident.id, service, "health", step)
         state = world.states_at(step)[service]
-        replicas = round(3 * world.capacity(service))
-        ready = {"ok": replicas, "degraded": replicas - 1, "down": 0}[state.health]
-        restarts = sum(
-            rng.randint(3, 9)
-            for fault in world.incident.faults
-            if fault.service == service and FAULTS[fault.type].restarts and state.fault_strength > 0
-        )
-        restarts += sum(1 for event in world.history if event.service == service and event.remedy == "restart")
-        down = state.health == "down"
-        probe = "timeout" if down else f"{round(state.latency_ms * rng.uniform(0.4, 0.6))}ms"
-        return (
-            f"status={state.health} ready={ready}/{replicas} restarts_1h={restarts} "
-            f"probe=GET /healthz result={'failed' if down else 'passed'} rt={probe}"
-        )
+        pods = self.pods(service, step)
+        now = clock(world, step)
+        rng = rng_for(self.seed, world.incident.id, service, "health", step)
+        ready = sum(1 for p in pods if p.status == "Running")
+        if state.health == "down":
+            ready = 0
+        image = f"{service}:{self.version(service, step)}"
+        lines = [f"deployment {service} image {image} replicas={len(pods)} ready={ready}"]
+        for index, pod in enumerate(pods):
+            age = _age(now - pod.started)
+            status = pod.status if index < ready or pod.status != "Running" else "Running (not ready)"
+            last = f" last_termination={pod.last_termination}" if pod.last_termination else ""
+            lines.append(f"  pod {pod.name} pid={pod.pid} status={status} restarts={pod.restarts} age={age}{last}")
+        events = self._events(service, step, pods, state)
+        lines.append("events (last 15m):" if events else "events (last 15m): none")
+        lines += [f"  {_age(now - at)} ago {text}" for at, text in sorted(events, reverse=True)[:6]]
+        probe = "failed" if state.health == "down" else "passed"
+        rt = "timeout" if probe == "failed" else f"{round(state.p50_ms * rng.uniform(0.5, 0.9))}ms"
+        lines.append(f"probe GET /healthz: {probe} rt={rt}")
+        return "\n".join(lines)
+
+    def _events(self, service: str, step: int, pods: list[Pod], state: ServiceState) -> list[tuple[datetime, str]]:
+        world = self.world
+        now = clock(world, step)
+        found: list[tuple[datetime, str]] = []
+        for kind, _ in world.fault_runs(service, step):
+            for n, (reason, message) in enumerate(kind.events):
+                pod = pods[n % len(pods)]
+                at = now - timedelta(seconds=spread(10, 400, world.incident.id, service, reason, step))
+                text = message.replace("{container}", service).replace("{ip}", pod.ip)
+                text = fill(text, rng_for(0, world.incident.id, service, reason), {})
+                found.append((at, f"Warning {reason} pod/{pod.name}: {text}"))
+        slow = state.p99_ms > 1000 or state.error_rate > 0.2
+        if state.health != "ok" and slow and not any("Unhealthy" in text for _, text in found):
+            at = now - timedelta(seconds=spread(10, 300, world.incident.id, service, "probe", step))
+            probe = "Readiness probe failed: context deadline exceeded"
+            found.append((at, f"Warning Unhealthy pod/{pods[0].name}: {probe}"))
+        for event in world.history:
+            if event.service == service and event.step <= step:
+                at = clock(world, event.step)
+                text = {
+                    "restart": "Normal ScalingReplicaSet: rollout restart, all pods replaced",
+                    "rollback": f"Normal ScalingReplicaSet: rolled back to {self.version(service, step)}",
+                    "scale_up": f"Normal ScalingReplicaSet: scaled up to {len(pods)} replicas",
+                }.get(event.remedy)
+                if text and now - at <= timedelta(minutes=15):
+                    found.append((at, text))
+        return found
 
     def deploys(self, service: str, step: int) -> str:
         """Recent releases and configuration changes of a service, newest first."""
         world, incident = self.world, self.world.incident
-        rng = rng_for(0, incident.id, service, "deploys")
-        _, version, _ = identity(incident.id, service)
+        current, previous = version_of(incident.id, service)
         started = parse_time(incident.started_at)
         entries: list[tuple[datetime, str]] = []
-        for fault in incident.faults:
+        changed = False
+        for index, fault in enumerate(incident.faults):
             change = FAULTS[fault.type].change
             if fault.service == service and change:
-                moment = started - timedelta(minutes=rng.randint(8, 25))
-                entries.append((moment, fill(change, rng, {"version": version}) + " by ci-bot"))
-        for distraction in incident.distractions:
-            if distraction.service == service and distraction.kind == "recent_deploy":
-                moment = started - timedelta(minutes=rng.randint(10, 40))
-                entries.append((moment, f"deploy {version}: dependency updates by ci-bot"))
+                lead = fault_lead(incident, fault, index)
+                moment = started - timedelta(minutes=lead + spread(1, 8, incident.id, service, "ship"))
+                entries.append((moment, change.replace("{version}", current) + " by ci-bot"))
+                changed = True
+        for index, distraction in enumerate(incident.distractions):
+            if distraction.service == service and distraction.kind == "recent_deploy" and not changed:
+                before = distraction_onset(incident.id, index) + spread(1, 8, incident.id, index)
+                moment = started - timedelta(minutes=before)
+                text = _RELEASE_NOTES[int(unit(incident.id, service, "notes") * len(_RELEASE_NOTES))]
+                entries.append((moment, f"deploy {current}: {text} by ci-bot"))
+                changed = True
         for event in world.history:
-            if event.service == service and event.remedy == "rollback" and event.step <= step:
-                entries.append((clock(world, event.step), "rollback to the previous release by on-call"))
-        older = started - timedelta(days=rng.randint(3, 12), hours=rng.randint(0, 23))
-        entries.append((older, f"deploy {version.rsplit('.', 1)[0]}.0: routine release by ci-bot"))
+            if event.service == service and event.step <= step and event.remedy == "rollback":
+                entries.append((clock(world, event.step), f"rollback to {previous} by on-call"))
+        older = started - timedelta(days=spread(2, 12, incident.id, service, "old"))
+        if changed:
+            entries.append((older, f"deploy {previous}: routine release by ci-bot"))
+        else:
+            entries.append((older, f"deploy {current}: routine release by ci-bot"))
+            entries.append((older - timedelta(days=spread(3, 20, incident.id, service, "older")),
+                            f"deploy {previous}: routine release by ci-bot"))
         entries.sort(reverse=True)
         return "\n".join(f"{format_time(moment)} {text}" for moment, text in entries)
 
-    def db_query(self, service: str, step: int) -> str | None:
-        """The database's own view (sessions, locks, disk); None for a service that is no database."""
+    def db_query(self, service: str, step: int) -> str:
+        """A datastore's own view (sessions, locks, statements, disk, replication)."""
         world, incident = self.world, self.world.incident
-        if incident.service(service).kind != "database":
-            return None
         rng = rng_for(self.seed, incident.id, service, "db", step)
-        state = world.states_at(step)[service]
+        node = world.plan.by_name[service]
+        pods = self.pods(service, step)
+        context = self._context(service, step, pods)
         reports = [
-            report
-            for fault in incident.faults
-            if fault.service == service and state.fault_strength > 0 and (report := FAULTS[fault.type].db_report)
+            report.get(node.tech) or report["*"]
+            for kind, _ in world.fault_runs(service, step)
+            if (report := kind.db_report)
         ]
-        return "\n".join(fill(report, rng, {}) for report in reports or [_HEALTHY_DB])
+        if not reports:
+            state = world.states_at(step)[service]
+            busy = min(99, int(12 + state.cpu_pct * 0.6))
+            disk = 40 + int(unit(incident.id, service, "disk") * 38)
+            if world.remedied("expand_volume", service, step) is not None:
+                disk = 30 + int(unit(incident.id, service, "disk2") * 20)
+            promoted = world.remedied("failover", service, step) is not None
+            role = "primary (promoted by on-call)" if promoted else "primary"
+            reports = [
+                f"connections: active={{int:{max(1, busy - 8)}:{busy}}} idle={{int:10:30}} max={{max_conn}} waiting=0; "
+                f"locks waiting 0; slowest statement mean {{int:4:{max(5, int(state.self_p50_ms * 3))}}}ms; "
+                f"disk {disk}% used; replication role={role} lag {{int:0:2}}s"
+            ]
+        return "\n".join(fill(report, rng, context) for report in reports)
+
+    def traces(self, service: str, step: int) -> str:
+        """Sampled requests through a service, one line per span (service, operation, duration, status).
+
+        The sampler keeps what an engineer searches for first: failed requests and the slowest, then
+        ordinary ones.
+        """
+        world = self.world
+        states = world.states_at(step)
+        rng = rng_for(self.seed, world.incident.id, service, "traces", step)
+        drawn = []
+        self._trace_step = step
+        for _ in range(TRACE_CANDIDATES):
+            spans: list[tuple[int, str, str, float, str]] = []
+            total, status = self._span(service, states, rng, 0, spans, None)
+            drawn.append((total, status, rng.getrandbits(32), spans))
+        failed = [t for t in drawn if t[1] != "ok"][:2]
+        rest = sorted((t for t in drawn if t[1] == "ok"), key=lambda t: -t[0])
+        kept = failed + rest[:1] + rest[-1:]
+        lines: list[str] = []
+        for total, status, trace_id, spans in kept[:TRACES_SAMPLED]:
+            lines.append(f"trace {trace_id:08x} {total:.0f}ms {status}")
+            lines += [f"{'  ' * (depth + 1)}{name} {op} {ms:.0f}ms {st}" for depth, name, op, ms, st in spans]
+        return "\n".join(lines)
+
+    def _span(
+        self, service: str, states: dict[str, ServiceState], rng: random.Random, depth: int,
+        spans: list[tuple[int, str, str, float, str]], edge: Edge | None,
+    ) -> tuple[float, str]:
+        node = self.world.plan.by_name[service]
+        state = states[service]
+        ops = OPERATIONS.get(node.kind)
+        op = pick(rng, ops[0]) if ops else pick(rng, KINDS[node.kind].endpoints)
+        op = fill(op, rng, {})
+        sigma = max(math.log(max(state.self_p99_ms, state.self_p50_ms * 1.01) / state.self_p50_ms) / 2.326, 1e-6)
+        own = state.self_p50_ms * math.exp(rng.gauss(0.0, sigma))
+        index = len(spans)
+        spans.append((depth, service, op, 0.0, "ok"))
+        status = "ok"
+        total = own
+        upstream_ok = math.prod(1.0 - share for _, share, _ in state.failing_upstreams)
+        own_error = 1.0 - (1.0 - state.error_rate + state.side_error) / max(upstream_ok, 1e-9)
+        if rng.random() < max(0.0, own_error):
+            faults = self.world.fault_runs(service, self._trace_step)
+            status = max(faults, key=lambda f: f[1])[0].span_error if faults else "error"
+        if depth < TRACE_DEPTH:
+            for child in node.edges:
+                if rng.random() >= child.share:
+                    continue
+                took, child_status = self._span(child.dep, states, rng, depth + 1, spans, child)
+                total += took
+                if child_status != "ok" and rng.random() < child.weight:
+                    status = "error"
+        if edge is not None:
+            if total >= edge.deadline_ms:
+                total, status = edge.deadline_ms, "timeout"
+            elif status == "ok" and rng.random() < max(0.0, state.call_failure - state.error_rate + state.side_error):
+                status = "error"
+        spans[index] = (depth, service, op, total, status)
+        return total, status
 
     def dashboard(self, step: int) -> dict[str, str]:
         """Every service's health as the status page shows it, as of what metrics show (lag included)."""
         states = self.world.states_at(self.lagged(step))
         return {spec.name: states[spec.name].health for spec in self.world.incident.services}
 
-    def alerts(self, step: int) -> list[Alert]:
-        """Firing alerts and those that fired earlier in the episode, as of what metrics show (lag included)."""
-        return self._alerts_at(self.lagged(step))
-
-    def _alerts_at(self, step: int) -> list[Alert]:
-        if step not in self._alerts:
-            unchanged = step > 0 and self._readings(step) == self._readings(step - 1)
-            self._alerts[step] = self._alerts_at(step - 1) if unchanged else self._render_alerts(step)
-        return self._alerts[step]
-
     def lagged(self, step: int) -> int:
         return max(0, step - self.world.incident.metrics_lag)
 
-    def _history(self, step: int) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], float]]:
-        """When each alert first fired and its peak, up to a step; built on the previous step's."""
-        if step not in self._histories:
-            first, peaks = (dict(part) for part in self._history(step - 1)) if step > 0 else ({}, {})
-            for key, value in self._readings(step).items():
-                first.setdefault(key, step)
-                peaks[key] = max(peaks.get(key, 0.0), value)
-            self._histories[step] = (first, peaks)
-        return self._histories[step]
+    # -- pages ---------------------------------------------------------------------------------------
 
-    def _readings(self, step: int) -> dict[tuple[str, str], float]:
-        """Which alert rules fire at a step, and on what value."""
+    def alerts(self, step: int) -> list[Alert]:
+        """Firing alerts and those that fired earlier, as of what metrics show (lag included)."""
+        at = self.lagged(step)
+        readings = self.readings(at)
+        cached = self._alerts.get(at)
+        if cached is None or cached[0] is not readings:
+            previous = self._alerts.get(at - 1)
+            # Nothing new fired and no value moved: the pages are the previous step's.
+            unchanged = previous is not None and readings == previous[0]
+            if unchanged and at > 0 and self._history(at) == self._history(at - 1):
+                cached = (readings, previous[1])  # type: ignore[index]
+            else:
+                cached = (readings, self._render_alerts(at))
+            self._alerts[at] = cached
+        return cached[1]
+
+    def readings(self, step: int) -> dict[tuple[str, str], float]:
+        """Which alert rules fire at a step, and on what value; kept while the world's states stand."""
         states = self.world.states_at(step)
-        cached = self._readings_cache.get(step)
+        cached = self._readings.get(step)
         if cached is not None and cached[0] is states:
             return cached[1]
-        fired: dict[tuple[str, str], float] = {}
-        for spec in self.world.incident.services:
-            state = states[spec.name]
-            if spec.user_facing and state.error_rate >= ANOMALY_ERROR_RATE:
-                fired[(spec.name, "http_5xx_ratio")] = state.error_rate
-            elif not spec.user_facing and state.error_rate >= NON_FACING_ERROR_ALERT:
-                fired[(spec.name, "error_ratio")] = state.error_rate
-            if spec.user_facing and state.latency_ms >= P1_LATENCY_MS:
-                fired[(spec.name, "p99_latency_ms")] = state.latency_ms
-            if state.cpu_pct >= CPU_ALERT_PCT:
-                fired[(spec.name, "cpu_pct")] = state.cpu_pct
-            if state.memory_pct >= MEMORY_ALERT_PCT:
-                fired[(spec.name, "memory_pct")] = state.memory_pct
-        self._readings_cache[step] = (states, fired)
-        return fired
+        found = {
+            (spec.name, rule.signal): value
+            for spec in self.world.incident.services
+            for rule, value in fired(spec.user_facing, states[spec.name])
+        }
+        self._readings[step] = (states, found)
+        return found
+
+    def _history(self, step: int) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], float]]:
+        """When each alert first fired (since the start of the history) and its peak since the page,
+        up to a step; built on the previous step's."""
+        readings = self.readings(step)
+        cached = self._histories.get(step)
+        if cached is not None and cached[0] is readings:
+            return cached[1], cached[2]
+        if step > -HISTORY_MINUTES:
+            first, peaks = (dict(part) for part in self._history(step - 1))
+        else:
+            first, peaks = {}, {}
+        for key, value in readings.items():
+            first.setdefault(key, step)
+            if step >= 0 or key not in peaks:
+                peaks[key] = max(peaks.get(key, 0.0), value)
+        self._histories[step] = (readings, first, peaks)
+        return first, peaks
 
     def _render_alerts(self, step: int) -> list[Alert]:
         incident = self.world.incident
-        started = parse_time(incident.started_at)
         first, peaks = self._history(step)
-        now = self._readings(step)
-        # Side-path failures have been flapping for hours: their error alert is that old.
-        flapping = {d.service for d in incident.distractions if d.kind == "flaky_errors"}
+        now = self.readings(step)
+        rules = {rule.signal: rule for rule in ALERT_RULES}
         alerts = []
         for (service, signal), peak in peaks.items():
+            rule = rules[signal]
             value = now.get((service, signal), 0.0)
-            since = started - timedelta(minutes=5) + timedelta(minutes=STEP_MINUTES * first[(service, signal)])
-            if signal == "error_ratio" and service in flapping:
-                since = started - timedelta(hours=FLAPPING_H)
-            critical = signal == "http_5xx_ratio" and peak >= P1_ERROR_RATE
-            alerts.append(
-                Alert(
-                    service=service,
-                    signal=signal,
-                    level="critical" if critical else "warning",
-                    status="firing" if (service, signal) in now else "resolved",
-                    value=round(value, 4 if signal.endswith("ratio") else 1),
-                    peak=round(peak, 4 if signal.endswith("ratio") else 1),
-                    summary=_ALERT_TEXT[signal].format(value=value, peak=peak),
-                    since=format_time(since),
-                )
-            )
-        stale = format_time(started - timedelta(hours=3, minutes=12))
-        for distraction in incident.distractions:
+            # A signal firing since the start of the history has been firing for longer.
+            began = first[(service, signal)]
+            since = clock(self.world, began)
+            if began == -HISTORY_MINUTES:
+                since -= timedelta(minutes=spread(5, 240, incident.id, service, signal))
+            critical = rule.critical_at is not None and peak >= rule.critical_at
+            shown = significant if signal.endswith("ratio") else _tenths
+            alerts.append(Alert(
+                service=service, signal=signal, level="critical" if critical else "warning",
+                status="firing" if (service, signal) in now else "resolved",
+                value=shown(value), peak=shown(peak),
+                summary=rule.summary.format(value=value, peak=peak), since=format_time(since),
+            ))
+        started = parse_time(incident.started_at)
+        for index, distraction in enumerate(incident.distractions):
             if distraction.kind == "stale_alert":
-                alerts.append(
-                    Alert(
-                        service=distraction.service, signal="disk_pct", level="warning", status="firing",
-                        value=83.0, peak=83.0, summary="disk usage /var/log 83% (threshold 80%)", since=stale,
-                    )
-                )
+                strength = distraction_strength(distraction, incident.id, index)
+                value = round(80.0 + 12.0 * strength, 1)
+                since = started - timedelta(minutes=spread(3, 300, incident.id, index, "stale"))
+                alerts.append(Alert(
+                    service=distraction.service, signal="disk_pct", level="warning", status="firing", value=value,
+                    peak=value, summary=f"disk usage /var/log {value:.0f}% (threshold 80%)", since=format_time(since),
+                ))
         facing = {s.name for s in incident.services if s.user_facing}
         alerts.sort(key=lambda a: (a.status != "firing", a.level != "critical", a.service not in facing, a.service))
         return alerts
 
-    def logs_anomalous(self, text: str) -> bool:
-        return any(level(line) in ANOMALY_LEVELS for line in text.splitlines())
 
-    def deploys_recent(self, text: str, step: int) -> bool:
-        """Whether any change shipped within RECENT_CHANGE_H hours of now."""
-        now = clock(self.world, step)
-        return any(
-            (now - parse_time(line.split(maxsplit=1)[0])).total_seconds() < RECENT_CHANGE_H * 3600
-            for line in text.splitlines()
-        )
-
-    def db_anomalous(self, service: str, step: int) -> bool:
-        state = self.world.states_at(step)[service]
-        return state.fault_strength > 0 and any(
-            f.service == service and FAULTS[f.type].db_report for f in self.world.incident.faults
-        )
-
-    def summarize(self, view: str, service: str, text: str, step: int) -> str:
-        """A neutral digest of what a view showed: counts and values, never a conclusion."""
-        if view == "logs":
-            lines = text.splitlines()
-            loud = [line for line in lines if level(line) in ANOMALY_LEVELS]
-            named = sorted({m.group(1) for line in loud if (m := UPSTREAM.search(line))})
-            blamed = f"; upstreams named in those lines: {', '.join(named)}" if named else ""
-            return f"{len(lines)} lines in the last {LOG_WINDOW_S} s, {len(loud)} at WARN or above{blamed}"
-        if view == "metrics":
-            profile = KINDS[self.world.incident.service(service).kind]
-            return (
-                f"{text} (typical for a healthy {profile.process}: error_rate 0.00, latency_ms "
-                f"{profile.latency_ms:.0f}, cpu_pct {profile.cpu_pct:.0f}, memory_pct {profile.memory_pct:.0f})"
-            )
-        if view == "deploys":
-            recent = "some" if self.deploys_recent(text, step) else "none"
-            return f"{len(text.splitlines())} changes listed, {recent} in the last {RECENT_CHANGE_H} h"
-        return text.splitlines()[0] if text else "no output"
-
-    def metrics_anomalous(self, service: str, metrics: Metrics) -> bool:
-        baseline = KINDS[self.world.incident.service(service).kind].latency_ms
-        return (
-            metrics.error_rate >= ANOMALY_ERROR_RATE
-            or metrics.latency_ms >= 3 * baseline + 200
-            or metrics.cpu_pct >= ANOMALY_CPU_PCT
-            or metrics.memory_pct >= ANOMALY_MEMORY_PCT
-        )
+def significant(value: float) -> float:
+    """A ratio as dashboards print it: four significant digits."""
+    return float(f"{value:.4g}")
 
 
-def _caller_template(world: World, upstream: str, step: int) -> str:
-    """What a caller logs when calls to `upstream` fail: the fault's own symptom, or a plain 5xx/timeout."""
-    state = world.states_at(step)[upstream]
-    if state.fault_strength > 0.0:
-        for fault in world.incident.faults:
-            if fault.service == upstream:
-                return FAULTS[fault.type].caller_log
-    if state.latency_ms >= 600:
-        return 'ERROR req={hex:8} "{endpoint}" status=504 upstream={upstream} err="deadline exceeded after 2000ms"'
-    return 'ERROR req={hex:8} "{endpoint}" status=503 upstream={upstream} err="upstream returned 503"'
+def _tenths(value: float) -> float:
+    return round(value, 1)
 
 
-_DISTRACTION_LOGS = {
-    "noisy_neighbour": lambda _: [
+def pick_fixed(options: tuple[str, ...], *key: object) -> str:
+    return options[int(unit(*key) * len(options))]
+
+
+def _endpoint(template: str, endpoints: tuple[str, ...], rng: random.Random) -> str:
+    """A caller's endpoint: a write fails on a write endpoint, never on a GET."""
+    if "write failed" in template:
+        writes = [e for e in endpoints if not e.startswith("GET")]
+        return pick(rng, writes or ["POST /v1/items"])
+    return pick(rng, endpoints)
+
+
+def _process(tech: str, default: str) -> str:
+    return {"mysql": "mysqld", "memcached": "memcached", "kafka": "kafka", "envoy": "envoy"}.get(tech, default)
+
+
+def _age(delta: timedelta) -> str:
+    seconds = max(0, int(delta.total_seconds()))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def _metrics_text(metrics: Metrics) -> str:
+    return (
+        f"p50 {metrics.p50_ms:.0f} ms, p99 {metrics.p99_ms:.0f} ms, error rate {metrics.error_rate:.4f}, "
+        f"{metrics.rps:.1f} req/s, cpu {metrics.cpu_pct:.1f}%, memory {metrics.memory_pct:.1f}%"
+    )
+
+
+_RENDER: dict[str, Callable[[Telemetry, str, int], str]] = {
+    "logs": Telemetry.logs,
+    "health": Telemetry.health,
+    "deploys": Telemetry.deploys,
+    "db": Telemetry.db_query,
+    "traces": Telemetry.traces,
+}
+
+_RELEASE_NOTES = (
+    "dependency updates", "feature flag cleanup", "logging format change", "connection pool settings",
+    "retry policy tuning", "payload schema update", "response cache for sessions",
+)
+
+_DISTRACTION_LOGS: dict[str, tuple[str, ...]] = {
+    "noisy_neighbour": (
         "INFO batch job reindex-{hex:4} running, processed {int:10000:90000} rows",
         "INFO background compaction in progress ({int:20:80}% done)",
-    ],
-    "recent_deploy": lambda _: ["INFO deployment {version} rolled out: 3/3 pods ready, health checks passing"],
-    "misleading_log": lambda blamed: [
-        f"WARN slow response from upstream={blamed} rt={{int:300:700}}ms, retrying (attempt 2/3)",
-        f"WARN slow response from upstream={blamed} rt={{int:300:700}}ms, retrying (attempt 2/3)",
-    ],
-    "flaky_errors": lambda _: [
-        "ERROR partner webhook delivery failed: x509: certificate signed by unknown authority host=hooks.partner.io",
-        "ERROR partner webhook delivery failed: x509: certificate signed by unknown authority host=hooks.partner.io",
-        "WARN nightly export job retry {int:2:5}/5",
-    ],
-    "stale_alert": lambda _: [],
+        "WARN cpu throttled for {int:10:40}% of the last period",
+        "INFO nightly report generation started for {int:100:900} accounts",
+    ),
+    "recent_deploy": ("INFO config reloaded",),
+    "misleading_log": (
+        '{level} req={{hex:8}} "{{endpoint}}" status=504 upstream={blamed} err="deadline exceeded after {deadline}ms"',
+        '{level} slow response from upstream={blamed} rt={{int:300:900}}ms, retrying (attempt 2/3)',
+        '{level} req={{hex:8}} "{{endpoint}}" status=503 upstream={blamed} err="upstream returned 503"',
+    ),
+    "flaky_errors": (
+        "ERROR partner webhook delivery failed: x509: certificate has expired host=hooks.partner.io",
+        "WARN provider responded 429 Too Many Requests retry_after={int:20:120}s job=nightly-export",
+        "ERROR export job {hex:6} failed: deadline exceeded after {int:1000:5000}ms",
+        "ERROR upload to object storage failed: connection reset by peer bucket=reports-{hex:4}",
+        "WARN GC pause {float:0:3}s heap={int:70:90}%",
+    ),
+    "stale_alert": (),
+    "minor_fault": (),
 }
 
-_REMEDIATION_LOGS = {
-    "restart": "INFO received SIGTERM, shutting down; new process started and passed readiness",
-    "rollback": "INFO rollout to the previous release complete: 3/3 pods ready",
-    "scale_up": "INFO horizontal scale-out complete: replicas doubled",
+_REMEDY_LOGS = {
+    "restart": "INFO received SIGTERM, shutting down; replacement pod passed readiness",
+    "rollback": "INFO starting {svc} {version}",
+    "scale_up": "INFO new replicas joined the pool",
     "escalate": "INFO incident ticket opened with the owning team",
+    "failover": "INFO failover complete: replica promoted to primary",
+    "expand_volume": "INFO volume resized online, filesystem grown",
+    "renew_certificate": "INFO certificate reloaded for {host}",
+    "shed_load": "WARN admission control enabled: excess requests answered 429",
 }
-
-_ALERT_TEXT = {
-    "http_5xx_ratio": "HTTP 5xx ratio {value:.1%} over 5m, peak {peak:.1%} (SLO 99.5%)",
-    "error_ratio": "error ratio {value:.1%} over 5m, peak {peak:.1%}",
-    "p99_latency_ms": "p99 latency {value:.0f} ms over 5m, peak {peak:.0f} ms (objective 800 ms)",
-    "cpu_pct": "CPU {value:.0f}% for 10m, peak {peak:.0f}%",
-    "memory_pct": "memory {value:.0f}% of limit, peak {peak:.0f}%",
-}
-UPSTREAM = re.compile(r"\bupstream=([\w.-]+)")
-
-
-def level(line: str) -> str:
-    """The level word of a rendered log line (INFO, WARN, ERROR, CRIT), or "" for a line without one."""
-    fields = line.split(maxsplit=4)
-    return fields[3] if len(fields) > 3 else ""
-
-
-_HEALTHY_DB = (
-    "connections: active={int:12:40} idle={int:10:30} max=100 waiting=0; locks waiting 0; "
-    "slowest statement mean {int:4:30}ms; disk 4{int:0:9}% used; replication lag 0s"
-)

@@ -32,7 +32,7 @@ class KindProfile:
 _HTTP_ROUTINE = (
     'INFO req={hex:8} "{endpoint}" status=200 rt={int:8:95}ms',
     'INFO req={hex:8} "{endpoint}" status=200 rt={int:8:95}ms',
-    "INFO health_check status=ok uptime={int:20:900}h",
+    "INFO health_check status=ok uptime={uptime}",
 )
 
 KINDS: Mapping[str, KindProfile] = {
@@ -117,7 +117,40 @@ KINDS: Mapping[str, KindProfile] = {
     ),
 }
 
-HOST_PREFIX: Mapping[str, str] = {kind: kind[:4] for kind in KINDS}
+# Routine lines of datastores and brokers in their own technology's words (apps share their kind's).
+ROUTINE_BY_TECH: Mapping[str, tuple[str, ...]] = {
+    "postgres": KINDS["database"].routine_logs,
+    "mysql": (
+        "INFO [MY-010931] /usr/sbin/mysqld: ready for connections. port: 3306",
+        "INFO InnoDB: page_cleaner: {int:900:1100}ms intended loop took {int:900:1200}ms",
+        "INFO Threads_connected={int:12:40} Threads_running={int:1:9}",
+    ),
+    "redis": KINDS["cache"].routine_logs,
+    "memcached": (
+        "INFO curr_connections={int:40:160} get_hits ratio 0.9{int:2:8}",
+        "INFO slab class {int:1:40}: chunk size {int:96:4096} perslab {int:200:10000}",
+    ),
+    "rabbitmq": KINDS["queue"].routine_logs,
+    "kafka": (
+        "INFO [Log partition=events-{int:0:11}] Rolled new log segment at offset {int:100000:999999}",
+        "INFO [GroupCoordinator {int:0:2}]: Stabilized group consumers generation {int:10:90}",
+    ),
+    "envoy": (
+        'INFO [{hex:8}] "{endpoint} HTTP/1.1" 200 - {int:8:95}ms',
+        'INFO [{hex:8}] "{endpoint} HTTP/1.1" 200 - {int:8:95}ms',
+        "INFO cds: add {int:8:30} cluster(s), remove 0 cluster(s)",
+    ),
+}
+# The port a service listens on, by technology (caller logs that name a host name its port too).
+PORTS: Mapping[str, int] = {
+    "postgres": 5432, "mysql": 3306, "redis": 6379, "memcached": 11211, "kafka": 9092, "rabbitmq": 5672,
+}
+# The operations callers perform on a datastore: (reads, writes).
+OPERATIONS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "database": (("SELECT orders", "SELECT sessions", "SELECT accounts"), ("INSERT orders", "UPDATE payments")),
+    "cache": (("GET sess:{hex:8}", "GET cart:{hex:6}"), ("SET sess:{hex:8}",)),
+    "queue": (("consume events",), ("publish events", "publish orders")),
+}
 
 
 def dependency_order(depends_on: Mapping[str, Sequence[str]]) -> list[str]:

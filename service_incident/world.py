@@ -1,117 +1,304 @@
 """The world model: the true state of every service over time, derived from an incident.
 
-Faults set the state of their own service; failures then propagate to callers in dependency order
-(a caller fails the share of its calls that error or time out, weighted by how much of its work
-depends on that callee). Red herrings add real signals that do not propagate. Time advances one
-step per action: faults start, worsen on schedule, and respond to remediation (the right fix heals
-the root and its dependents recover over the next steps; a wrong one costs). The state is
-noise-free; telemetry renders it with the episode's noise.
+Each service has its own baseline (latency distribution, CPU, memory, background errors, request
+rate and capacity) drawn once per incident, and its own per-minute noise. Requests flow from the
+entry points down the dependency graph: a caller sends a share of its requests to each dependency,
+waits up to its deadline, retries failed calls a few times, and may trip a circuit breaker. Its
+error rate and latency follow from those calls and from its own faults; its CPU from its load
+against its capacity (queueing slows it down as it saturates, and past capacity it sheds requests).
+Red herrings add real signals that do not reach users. Time advances one step per action: faults
+build up before the page, start, worsen on schedule, and respond to remediation through the same
+model. The state is noise-free per step; telemetry renders it as an engineer sees it.
 """
 
 from __future__ import annotations
 
+import math
+import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
 
-from .faults import FAULTS, FaultType, Remedy
-from .incidents import FaultSpec, Incident
+import msgspec
+from msgspec import structs
+
+from .faults import FAULTS, RECORD_KINDS, TECHNOLOGIES, FailureMode, FaultType, Remedy
+from .incidents import Distraction, FaultSpec, Incident
 from .models import Severity
-from .topology import KINDS, KindProfile, dependency_order
+from .topology import KINDS, dependency_order
 
 Health = Literal["ok", "degraded", "down"]
 Outcome = Literal["heals", "relief", "disruption", "no_effect"]
+# How calls to a dependency fail from the caller's side.
+Cause = Literal["error", "refused", "rejected", "write", "timeout", "breaker"]
 
-# A service this much slower than it is when healthy starts timing its callers out; the share of
-# calls that time out grows until TIMEOUT_SPAN past it.
-SLOWDOWN_TOLERANCE_MS = 240.0
-TIMEOUT_SPAN_MS = 2500.0
-MAX_TIMEOUT_SHARE = 0.9
-# A caller waits at most this long on one dependency before giving up.
-CALL_DEADLINE_MS = 2000.0
-# A noisy neighbour burns CPU without failing anything.
-NOISY_NEIGHBOUR_CPU = 93.0
-FLAKY_ERROR_RATE = 0.3
-
-# After the right fix the fault's strength falls through these shares, one per step, then to zero.
-RECOVERY = (0.5, 0.2)
+# A circuit breaker opens when this share of calls to a dependency fails; calls then fail at once.
+BREAKER_OPEN = 0.5
+# Queueing: a service slows as utilisation nears 1 and sheds the requests beyond its capacity.
+MAX_UTILISATION = 0.97
+# Restarting a service fails about this share of its requests during the step it restarts in.
+RESTART_DISRUPTION = 0.45
 # An escalation is acted on by the owning team this many steps later.
 ESCALATION_DELAY = 1
-# Relief from a palliative remedy lasts this many steps at this share of the fault's strength.
+# Relief from a palliative remedy lasts this many steps at about this share of the fault's strength.
 RELIEF_STEPS = 2
 RELIEF_SHARE = 0.3
-# Restarting a service fails this share of its requests during the step it restarts in.
-RESTART_DISRUPTION = 0.5
+# Minutes of history before the page that metrics keep.
+HISTORY_MINUTES = 12
+# p99 of a lognormal is exp(Z99 * sigma) times its median.
+Z99 = 2.326
 
-# The severity rubric, from user-facing impact (README documents these very numbers).
+# The severity rubric, from user-facing impact at the moment it is graded (docs/world.md).
 P0_ERROR_RATE = 0.35
 P0_LATENCY_MS = 5000.0
 P1_ERROR_RATE = 0.05
 P1_LATENCY_MS = 1500.0
+SEVERITIES: tuple[Severity, ...] = ("P2", "P1", "P0")
+
+
+def unit(*key: object) -> float:
+    """A deterministic draw in [0, 1) from a key: cheap enough to call per service per step."""
+    return zlib.crc32(":".join(map(str, key)).encode()) / 4294967296.0
+
+
+def spread(low: float, high: float, *key: object) -> float:
+    return low + (high - low) * unit(*key)
+
+
+def wobble(key: int, step: int, channel: int) -> float:
+    """Per-minute noise in [-1, 1): an integer hash of (service, minute, channel), cheap on every step."""
+    x = (key * 0x9E3779B1 + (step + 1000) * 0x85EBCA77 + channel * 0xC2B2AE3D) & 0xFFFFFFFF
+    x ^= x >> 15
+    x = (x * 0x2C1B3C6D) & 0xFFFFFFFF
+    x ^= x >> 12
+    x = (x * 0x297A2D39) & 0xFFFFFFFF
+    x ^= x >> 15
+    return x / 2147483648.0 - 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """How a caller uses one dependency."""
+
+    dep: str
+    share: float  # of the caller's requests that call it
+    weight: float  # how much a failed call fails the request (a cache miss falls back)
+    deadline_ms: float
+    retries: int
+    breaker: bool
+    # How the caller's logs speak of failed calls: naming the service, its host, its endpoint, or nothing.
+    style: Literal["named", "host", "endpoint", "bare"]
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One service's fixed character in this incident."""
+
+    name: str
+    kind: str
+    tech: str
+    user_facing: bool
+    edges: tuple[Edge, ...]
+    p50_ms: float
+    tail: float  # p99 / p50 when healthy
+    cpu_pct: float
+    memory_pct: float
+    error_rate: float
+    entry_rps: float
+    noise: float
+    replicas: int
+    # Seeds this service's per-minute noise.
+    key: int
 
 
 @dataclass(frozen=True, slots=True)
 class ServiceState:
     name: str
-    latency_ms: float
+    p50_ms: float
+    p99_ms: float
     error_rate: float
+    rps: float
     cpu_pct: float
     memory_pct: float
     health: Health
-    # The share of calls to this service that fail from a caller's point of view.
+    # The share of calls to this service that fail from a caller's side, and how they fail.
     call_failure: float
-    # Upstreams whose failures this service suffers, with the share of its calls they fail.
-    failing_upstreams: tuple[tuple[str, float], ...]
-    # How strongly each of its own faults currently shows (0 when healed or not yet started).
+    mode: FailureMode
+    # Dependencies whose calls fail this service's requests: (dependency, share of requests, how).
+    failing_upstreams: tuple[tuple[str, float, Cause], ...]
+    # How strongly its own faults currently show (0 when healed or not yet started).
     fault_strength: float
+    # Its own latency without waiting on dependencies, for trace spans.
+    self_p50_ms: float
+    self_p99_ms: float
+    # Errors of side work (batch jobs, webhooks) included in error_rate that no caller's request meets.
+    side_error: float = 0.0
+
+    @property
+    def latency_ms(self) -> float:
+        """The latency the rubric and the pages speak of: p99."""
+        return self.p99_ms
 
 
-_Node = tuple[str, KindProfile, tuple[tuple[str, float], ...]]
+@dataclass(frozen=True, slots=True)
+class Plan:
+    nodes: tuple[Node, ...]  # dependencies first
+    by_name: dict[str, Node]
+    capacity_rps: dict[str, float]
+    healthy_rps: dict[str, float]
+    # Each service's p99 with nothing wrong anywhere, filled by the first world built on this plan.
+    healthy_p99: dict[str, float] = field(default_factory=dict)
 
 
-@lru_cache(maxsize=1024)
-def _plan(wiring: tuple[tuple[str, str, tuple[str, ...]], ...]) -> tuple[tuple[_Node, ...], dict[str, float]]:
-    """What a simulation needs per service in dependency order, and each service's healthy latency.
+def technology(incident: Incident, name: str) -> str:
+    spec = incident.service(name)
+    options = TECHNOLOGIES[spec.kind]
+    # A service named after its technology ("postgres-db", "redis-cache") runs it.
+    named = [tech for tech in options if tech in name]
+    return spec.tech or (named[0] if named else options[int(unit(incident.id, name, "tech") * len(options))])
 
-    Cached by wiring: the generator tries several fault strengths on one topology.
-    """
-    kinds = {name: kind for name, kind, _ in wiring}
-    order = dependency_order({name: deps for name, _, deps in wiring})
-    depends = {name: deps for name, _, deps in wiring}
-    nodes = tuple(
-        (name, KINDS[kinds[name]], tuple((d, KINDS[kinds[d]].caller_weight) for d in depends[name])) for name in order
-    )
-    # Callers time out on a service that is slower than usual, not on one that is deep.
-    healthy: dict[str, float] = {}
-    for name, profile, deps in nodes:
-        shares = [(1.0 / len(deps) if profile.routes else weight) for _, weight in deps]
-        healthy[name] = profile.latency_ms + sum(
-            min(healthy[d], CALL_DEADLINE_MS) * share for (d, _), share in zip(deps, shares, strict=True)
+
+@lru_cache(maxsize=512)
+def _plan_for(incident_id: str, wiring: tuple[tuple[str, str, str, bool, tuple[str, ...]], ...]) -> Plan:
+    """Every service's baseline and every edge's character, drawn from the incident id."""
+    kinds = {name: kind for name, kind, _, _, _ in wiring}
+    order = dependency_order({name: deps for name, _, _, _, deps in wiring})
+    spec = {name: (kind, tech, facing, deps) for name, kind, tech, facing, deps in wiring}
+    called = {dep for *_, deps in wiring for dep in deps}
+    nodes: dict[str, Node] = {}
+    for name in order:
+        kind, tech, facing, deps = spec[name]
+        profile = KINDS[kind]
+        key = (incident_id, name)
+        edges = []
+        for dep in deps:
+            dep_profile = KINDS[kinds[dep]]
+            ekey = (*key, dep)
+            # Most requests of a service touch its database; other dependencies serve part of them.
+            low = 0.65 if kinds[dep] == "database" else 0.35
+            share = 1.0 / len(deps) if profile.routes else spread(low, 1.0, *ekey, "share")
+            styles = ("named", "named", "host", "endpoint", "bare")
+            edges.append(Edge(
+                dep=dep,
+                share=share,
+                weight=dep_profile.caller_weight * spread(0.8, 1.0, *ekey, "weight"),
+                deadline_ms=round(spread(800, 3000, *ekey, "deadline"), -2),
+                retries=int(unit(*ekey, "retries") * 3),
+                breaker=unit(*ekey, "breaker") < 0.35,
+                style=styles[int(unit(*ekey, "style") * len(styles))],
+            ))
+        entry = spread(300, 2500, *key, "rps") if facing and name not in called else 0.0
+        if not facing and name not in called:
+            entry = spread(5, 60, *key, "rps")
+        nodes[name] = Node(
+            name=name, kind=kind, tech=tech, user_facing=facing, edges=tuple(edges),
+            p50_ms=profile.latency_ms * spread(0.6, 1.5, *key, "p50"),
+            tail=spread(2.0, 3.5, *key, "tail"),
+            cpu_pct=profile.cpu_pct * spread(0.6, 1.4, *key, "cpu"),
+            memory_pct=profile.memory_pct * spread(0.75, 1.25, *key, "memory"),
+            error_rate=spread(0.0002, 0.004, *key, "errors"),
+            entry_rps=entry,
+            noise=spread(0.02, 0.07, *key, "noise"),
+            replicas=2 + int(unit(*key, "replicas") * 4),
+            key=zlib.crc32(f"{incident_id}:{name}".encode()),
         )
-    return nodes, healthy
+    ordered = tuple(nodes[name] for name in order)
+    healthy = _flow(ordered, {}, {})
+    capacity = {n.name: healthy[n.name] / (max(n.cpu_pct, 5.0) / 100.0) if healthy[n.name] else 1e9 for n in ordered}
+    return Plan(ordered, nodes, capacity, healthy)
+
+
+def _flow(nodes: tuple[Node, ...], load: dict[str, float], shed: dict[str, float]) -> dict[str, float]:
+    """Requests per second reaching each service: callers first, each sending its share down."""
+    rps = {n.name: n.entry_rps for n in nodes}
+    for node in reversed(nodes):
+        total = rps[node.name] * (1.0 + load.get(node.name, 0.0))
+        if node.name in shed:
+            total = min(total, shed[node.name])
+        rps[node.name] = total
+        for edge in node.edges:
+            rps[edge.dep] += total * edge.share
+    return rps
+
+
+def plan(incident: Incident) -> Plan:
+    wiring = tuple(
+        (s.name, s.kind, technology(incident, s.name), s.user_facing, tuple(s.depends_on)) for s in incident.services
+    )
+    return _plan_for(incident.id, wiring)
+
+
+def exceed(p50: float, p99: float, deadline: float) -> float:
+    """The share of calls slower than a deadline, for a lognormal latency with this median and p99."""
+    if p50 <= 0.0:
+        return 0.0
+    sigma = max(math.log(max(p99, p50 * 1.01) / p50) / Z99, 1e-6)
+    return 0.5 * math.erfc(math.log(deadline / p50) / (sigma * math.sqrt(2.0)))
+
+
+def fault_lead(incident: Incident, spec: FaultSpec, index: int) -> int:
+    low, high = FAULTS[spec.type].lead
+    return spec.lead if spec.lead is not None else low + int(unit(incident.id, index, "lead") * (high - low + 1))
 
 
 @dataclass(slots=True)
 class _FaultRun:
     spec: FaultSpec
     kind: FaultType
+    lead: int
+    recovery: tuple[float, float]
     healed_at: int | None = None
     relief: tuple[int, int] | None = None
 
     def strength(self, step: int) -> float:
         spec = self.spec
         if step < spec.onset:
-            return 0.0
+            if spec.onset > 0 or step < -self.lead:
+                return 0.0
+            # Building up before the page.
+            return spec.intensity * (step + self.lead + 1) / (self.lead + 1)
         worse = spec.intensify_at is not None and step >= spec.intensify_at
-        if worse and self.healed_at is not None and self.healed_at <= spec.intensify_at:
+        if worse and self.healed_at is not None and self.healed_at <= (spec.intensify_at or 0):
             worse = False
         strength = max(spec.intensity, spec.peak) if worse else spec.intensity
         if self.healed_at is not None and step >= self.healed_at:
             since = step - self.healed_at
-            strength *= RECOVERY[since] if since < len(RECOVERY) else 0.0
+            strength *= self.recovery[since] if since < len(self.recovery) else 0.0
         if self.relief is not None and self.relief[0] <= step < self.relief[1]:
             strength *= RELIEF_SHARE
         return strength
+
+
+_PREPAGE: dict[bytes, dict[int, dict[str, ServiceState]]] = {}
+_PREPAGE_KEPT = 256
+
+
+class _Steps(dict[int, dict[str, ServiceState]]):
+    """Simulated states by step. Until the first remedy the world is the incident's alone, so those
+    steps go to a store shared by every episode of the incident; later ones are this episode's."""
+
+    def __init__(self, shared: dict[int, dict[str, ServiceState]]) -> None:
+        super().__init__()
+        self.shared = shared
+        self.touched: int | None = None  # the step of the first remedy
+
+    def _own(self, step: int) -> bool:
+        return self.touched is not None and step >= self.touched
+
+    def get(self, step: int, default: None = None) -> dict[str, ServiceState] | None:  # type: ignore[override]
+        return super().get(step) if self._own(step) else self.shared.get(step)
+
+    def __setitem__(self, step: int, states: dict[str, ServiceState]) -> None:
+        if self._own(step):
+            super().__setitem__(step, states)
+        else:
+            self.shared[step] = states
+
+    def forget_from(self, step: int) -> None:
+        if self.touched is None:
+            self.touched = step
+        for later in [s for s in self if s >= step]:
+            del self[later]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,40 +311,54 @@ class Remediation:
 
 @dataclass(slots=True)
 class World:
-    """The simulated system of one episode, at `step`."""
+    """The simulated system of one episode, at `step` (0 is the page; history runs before it)."""
 
     incident: Incident
     step: int = 0
     history: list[Remediation] = field(default_factory=list)
+    plan: Plan = field(init=False)
     _runs: list[_FaultRun] = field(default_factory=list)
-    _order: tuple[_Node, ...] = ()
-    _capacity: dict[str, float] = field(default_factory=dict)
+    _capacity: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    _shed: dict[str, int] = field(default_factory=dict)
     _restarts: dict[str, set[int]] = field(default_factory=dict)
-    _rolled_back: set[str] = field(default_factory=set)
-    _cache: dict[int, dict[str, ServiceState]] = field(default_factory=dict)
-    _healthy_latency: dict[str, float] = field(default_factory=dict)
+    _cache: _Steps = field(init=False)
 
     def __post_init__(self) -> None:
-        self._runs = [_FaultRun(spec, FAULTS[spec.type]) for spec in self.incident.faults]
-        wiring = tuple((s.name, s.kind, tuple(s.depends_on)) for s in self.incident.services)
-        self._order, self._healthy_latency = _plan(wiring)
+        incident = self.incident
+        self.plan = plan(incident)
+        if not self.plan.healthy_p99:
+            # Placeholders first: the calm world built here shares this plan.
+            self.plan.healthy_p99.update({node.name: math.inf for node in self.plan.nodes})
+            calm = World(structs.replace(incident, faults=[], distractions=[]))
+            self.plan.healthy_p99.update({name: state.p99_ms for name, state in calm.states_at(0).items()})
+        self._cache = _Steps(self._prepage())
+        self._runs = [
+            _FaultRun(
+                spec, FAULTS[spec.type], fault_lead(incident, spec, index),
+                (spread(0.35, 0.6, incident.id, index, "r1"), spread(0.08, 0.25, incident.id, index, "r2")),
+            )
+            for index, spec in enumerate(incident.faults)
+        ]
 
     @property
     def states(self) -> dict[str, ServiceState]:
         return self.states_at(self.step)
 
     def states_at(self, step: int) -> dict[str, ServiceState]:
-        if step not in self._cache:
-            # Most steps change nothing: reuse the previous step's states when no input moved.
-            same = step > 0 and self._inputs(step) == self._inputs(step - 1)
-            self._cache[step] = self.states_at(step - 1) if same else self._simulate(step)
-        return self._cache[step]
+        states = self._cache.get(step)
+        if states is None:
+            states = self._cache[step] = self._simulate(step)
+        return states
 
-    def _inputs(self, step: int) -> tuple[object, ...]:
-        """Everything a simulation at `step` reads besides the wiring."""
-        restarting = tuple(sorted(name for name, steps in self._restarts.items() if step in steps))
-        remedied = sum(1 for event in self.history if event.step <= step)
-        return (*(run.strength(step) for run in self._runs), restarting, remedied)
+    def _prepage(self) -> dict[int, dict[str, ServiceState]]:
+        """States before any remedy depend on the incident alone: shared by every episode that plays it."""
+        key = msgspec.json.encode(self.incident)
+        shared = _PREPAGE.get(key)
+        if shared is None:
+            if len(_PREPAGE) >= _PREPAGE_KEPT:
+                _PREPAGE.pop(next(iter(_PREPAGE)))
+            shared = _PREPAGE[key] = {}
+        return shared
 
     def advance(self) -> None:
         self.step += 1
@@ -166,17 +367,40 @@ class World:
     def root_causes(self) -> frozenset[str]:
         return frozenset(fault.service for fault in self.incident.faults)
 
-    def capacity(self, service: str) -> float:
-        """How many times its original size a service has been scaled to."""
-        return self._capacity.get(service, 1.0)
+    def capacity(self, service: str, step: int | None = None) -> float:
+        """How many times its original size a service has been scaled to, at a step (now by default)."""
+        at = self.step if step is None else step
+        factor = 1.0
+        for since, times in self._capacity.get(service, ()):
+            if since <= at:
+                factor *= times
+        return factor
 
-    def deployed(self, service: str) -> bool:
+    def restarts(self, service: str, step: int | None = None) -> list[int]:
+        at = self.step if step is None else step
+        return sorted(s for s in self._restarts.get(service, ()) if s <= at)
+
+    def rolled_back(self, service: str, step: int | None = None) -> bool:
+        at = self.step if step is None else step
+        return any(e.service == service and e.remedy == "rollback" and e.step <= at for e in self.history)
+
+    def remedied(self, remedy: Remedy, service: str, step: int | None = None) -> int | None:
+        """The step a remedy was last applied to a service, up to a step (now by default)."""
+        at = self.step if step is None else step
+        steps = [e.step for e in self.history if e.service == service and e.remedy == remedy and e.step <= at]
+        return max(steps) if steps else None
+
+    def change_shipped(self, service: str) -> bool:
         """Whether a recent change on this service can be rolled back."""
-        if service in self._rolled_back:
+        if self.rolled_back(service):
             return False
-        if any(run.spec.service == service and run.kind.change for run in self._runs):
-            return True
-        return any(d.kind == "recent_deploy" and d.service == service for d in self.incident.distractions)
+        return any(run.spec.service == service and run.kind.change for run in self._runs) or any(
+            d.kind == "recent_deploy" and d.service == service for d in self.incident.distractions
+        )
+
+    def fault_runs(self, service: str, step: int) -> list[tuple[FaultType, float]]:
+        """The faults live on a service at a step, with their strengths."""
+        return [(run.kind, s) for run in self._runs if run.spec.service == service and (s := run.strength(step)) > 0]
 
     def remediate(self, remedy: Remedy, service: str) -> Outcome:
         """Apply a remedy now. The outcome is the world's truth, for grading; agents see telemetry."""
@@ -191,15 +415,15 @@ class World:
             elif remedy in run.kind.relief and outcome != "heals":
                 run.relief = (step, step + RELIEF_STEPS)
                 outcome = "relief"
-        if remedy == "restart" and outcome != "heals":
+        if remedy == "restart":
             self._restarts.setdefault(service, set()).add(step)
-            outcome = "disruption" if outcome == "no_effect" else outcome
+            if outcome == "no_effect":
+                outcome = "disruption"
         elif remedy == "scale_up":
-            self._capacity[service] = self._capacity.get(service, 1.0) * 2.0
-        elif remedy == "rollback" and self.deployed(service):
-            self._rolled_back.add(service)
-        # The future changed: forget what was simulated from now on.
-        self._cache = {s: states for s, states in self._cache.items() if s < step}
+            self._capacity.setdefault(service, []).append((step, 2.0))
+        elif remedy == "shed_load":
+            self._shed.setdefault(service, step)
+        self._cache.forget_from(step)
         self.history.append(Remediation(step, remedy, service, outcome))
         return outcome
 
@@ -213,101 +437,179 @@ class World:
     def user_facing_impact(self, step: int | None = None) -> tuple[float, float]:
         """Worst error rate and worst p99 latency any user sees at a step (now by default)."""
         states = self.states_at(self.step if step is None else step)
-        facing = [states[s.name] for s in self.incident.services if s.user_facing]
-        return max(s.error_rate for s in facing), max(s.latency_ms for s in facing)
+        facing = [states[n.name] for n in self.plan.nodes if n.user_facing]
+        return max(s.error_rate for s in facing), max(s.p99_ms for s in facing)
+
+    def data_at_risk(self, through: int) -> bool:
+        kinds = {s.name: s.kind for s in self.incident.services}
+        return any(
+            run.kind.data_at_risk(kinds[run.spec.service]) and run.spec.onset <= through for run in self._runs
+        )
 
     def severity(self, through: int | None = None) -> Severity:
-        """The rubric applied to the worst impact users have seen up to step `through` (now by default).
-
-        P0 a user-facing capability down or data at risk, P1 major degradation, P2 minor.
-        """
+        """The rubric applied to the worst impact users have seen from the page up to step `through`."""
         last = self.step if through is None else through
-        at_risk = any(run.kind.data_at_risk and run.spec.onset <= last for run in self._runs)
+        at_risk = self.data_at_risk(last)
         return max((rubric(*self.user_facing_impact(step), at_risk) for step in range(last + 1)), key=SEVERITIES.index)
 
     def _simulate(self, step: int) -> dict[str, ServiceState]:
-        incident = self.incident
-        noisy = {d.service for d in incident.distractions if d.kind == "noisy_neighbour"}
-        flaky = {d.service for d in incident.distractions if d.kind == "flaky_errors"}
+        incident, plan_ = self.incident, self.plan
         live: dict[str, list[tuple[FaultType, float]]] = {}
         for run in self._runs:
             strength = run.strength(step)
             if strength > 0.0:
                 live.setdefault(run.spec.service, []).append((run.kind, strength))
-        healthy_latency = self._healthy_latency
+        side = _side_effects(incident.distractions, step, incident.id)
+        load = {name: extra for name, faults in live.items() if (extra := sum(k.load * s for k, s in faults))}
+        shed = {
+            name: 1.2 * plan_.healthy_rps[name] * self.capacity(name, step)
+            for name, since in self._shed.items() if since <= step
+        }
+        rps = _flow(plan_.nodes, load, shed) if load or shed else plan_.healthy_rps
         restarting = {name for name, steps in self._restarts.items() if step in steps}
-        capacities = self._capacity
         states: dict[str, ServiceState] = {}
-        for name, profile, deps in self._order:
-            latency, cpu, memory = profile.latency_ms, profile.cpu_pct, profile.memory_pct
-            own_error = silent_failure = strength_total = 0.0
-            health: Health | None = None
-            for kind, strength in live.get(name, ()) if live else ():
+        for node in plan_.nodes:
+            name = node.name
+            w1 = wobble(node.key, step, 1)
+            w2 = wobble(node.key, step, 2)
+            noise = node.noise
+            faults = live.get(name, ())
+            capacity = plan_.capacity_rps[name] * self.capacity(name, step)
+            strength_total = 0.0
+            for kind, strength in faults:
                 strength_total += strength
-                own_error = 1.0 - (1.0 - own_error) * (1.0 - kind.error_rate * strength)
-                silent_failure += kind.caller_failure * strength
-                latency += kind.latency_ms * strength
+                capacity *= 1.0 - kind.capacity_loss * strength
+            utilisation = rps[name] / capacity if capacity > 0 else 0.0
+            base_util = max(node.cpu_pct, 5.0) / 100.0
+            queueing = _queueing(utilisation) / _queueing(base_util)
+            shed_share = 1.0 - 1.0 / utilisation if utilisation > 1.0 else 0.0
+            self_p50 = node.p50_ms * queueing * (1.0 + noise * w1)
+            self_p99 = self_p50 * node.tail * (1.0 + noise * w2)
+            cpu = min(99.0, 100.0 * utilisation * (1.0 + noise * w2)) if rps[name] else node.cpu_pct
+            memory = node.memory_pct * (1.0 + 0.3 * noise * w1)
+            own_ok = (1.0 - node.error_rate * (1.0 + w1)) * (1.0 - shed_share)
+            silent = 0.0
+            health: Health | None = None
+            mode: FailureMode = "error"
+            strongest = 0.0
+            for kind, strength in faults:
+                own_ok *= 1.0 - min(1.0, kind.error_rate * strength * (1.0 + noise * w1))
+                silent += kind.caller_failure * strength
+                self_p50 += kind.latency_ms * strength * 0.45
+                self_p99 += kind.latency_ms * strength * (1.4 + noise * w2)
                 if kind.cpu_pct is not None:
                     cpu += (kind.cpu_pct - cpu) * strength
                 if kind.memory_pct is not None:
-                    memory += (kind.memory_pct - memory) * strength
-                health = kind.health if strength >= 0.5 else "degraded"
-            if restarting and name in restarting:
-                own_error = 1.0 - (1.0 - own_error) * (1.0 - RESTART_DISRUPTION)
-            capacity = capacities.get(name, 1.0) if capacities else 1.0
-            if capacity != 1.0:
-                cpu = profile.cpu_pct + (cpu - profile.cpu_pct) / capacity
-            failing: list[tuple[str, float]] = []
-            upstream_success = 1.0
-            upstream_latency = 0.0
-            routed = 1.0 / len(deps) if profile.routes and deps else 0.0
-            for dep, weight in deps:
-                upstream = states[dep]
-                share = upstream.call_failure * weight
-                waited = upstream.latency_ms if upstream.latency_ms < CALL_DEADLINE_MS else CALL_DEADLINE_MS
-                if share > 0.0:
-                    failing.append((dep, share))
-                if routed:
-                    upstream_success -= share * routed
-                    upstream_latency += waited * routed
+                    memory += (kind.memory_pct * (1.0 - 0.01 * (1 + w1)) - memory) * min(1.0, strength)
+                if strength > strongest:
+                    strongest = strength
+                    health = kind.health if strength >= 0.5 else "degraded"
+                    mode = kind.failure
+                    if mode == "write" and node.kind not in RECORD_KINDS:
+                        mode = "refused"
+            if name in side:
+                extra_cpu, extra_error = side[name]
+                cpu = max(cpu, extra_cpu)
+            else:
+                extra_error = 0.0
+            if name in restarting:
+                own_ok *= 1.0 - RESTART_DISRUPTION * (1.0 + noise * w1)
+            p50, p99 = self_p50, self_p99
+            success = 1.0
+            worst_wait = 0.0
+            failing: list[tuple[str, float, Cause]] = []
+            for edge in node.edges:
+                dep = states[edge.dep]
+                refused = dep.call_failure
+                # Calls time out only when the dependency's tail reaches the deadline.
+                deadline = edge.deadline_ms
+                timed_out = exceed(dep.p50_ms, dep.p99_ms, deadline) if dep.p99_ms * 2 > deadline else 0.0
+                failed = 1.0 - (1.0 - refused) * (1.0 - timed_out)
+                if edge.breaker and failed >= BREAKER_OPEN:
+                    seen, wait50, wait99, cause = 1.0, 1.0, 2.0, "breaker"
                 else:
-                    upstream_success *= 1.0 - share
-                    upstream_latency += waited * weight
-            latency += upstream_latency
-            error_rate = 1.0 - (1.0 - own_error) * upstream_success
+                    # Retries help against scattered failures, not against a refusal or a dependency
+                    # that is down; failures are correlated, so each retry helps less than an independent draw.
+                    retried = edge.retries if dep.mode not in ("rejected", "refused") else 0
+                    seen = failed ** (1.0 + 0.5 * retried)
+                    extra = 1.0 + retried * failed
+                    wait50 = min(dep.p50_ms, edge.deadline_ms) * extra
+                    wait99 = min(dep.p99_ms, edge.deadline_ms) * extra
+                    cause = "timeout" if timed_out > refused else dep.mode
+                share = edge.share * edge.weight * seen
+                success *= 1.0 - share
+                p50 += edge.share * wait50
+                worst_wait = max(worst_wait, wait99 if edge.share >= 0.5 else wait50)
+                if share > 0.002:
+                    failing.append((edge.dep, share, cause))
+            p99 += worst_wait
+            error_rate = 1.0 - own_ok * success
             if failing:
-                cpu = min(99.0, cpu + 10.0 * (error_rate - own_error))
-            # Callers time out on the share of calls slowed past their tolerance.
-            slowdown = latency - healthy_latency[name] - SLOWDOWN_TOLERANCE_MS
-            timeouts = 0.0 if slowdown <= 0.0 else min(MAX_TIMEOUT_SHARE, slowdown / TIMEOUT_SPAN_MS)
-            call_failure = error_rate + silent_failure + timeouts
-            if call_failure > 1.0:
-                call_failure = 1.0
-            if name in noisy:
-                cpu = max(cpu, NOISY_NEIGHBOUR_CPU / capacity)
-            reported_error = error_rate
-            if name in flaky:
-                # Failures on a side path (a batch job, a partner webhook) that callers never hit.
-                reported_error = 1.0 - (1.0 - error_rate) * (1.0 - FLAKY_ERROR_RATE)
+                cpu = min(99.0, cpu + 8.0 * (1.0 - success))
+            reported = 1.0 - (1.0 - error_rate) * (1.0 - extra_error) if extra_error else error_rate
             states[name] = ServiceState(
-                name,
-                latency,
-                reported_error,
-                cpu,
-                memory,
-                health or _health(reported_error, latency, profile.latency_ms),
-                call_failure,
-                tuple(failing),
-                strength_total,
+                name=name,
+                p50_ms=p50,
+                p99_ms=max(p99, p50 * 1.2),
+                error_rate=min(1.0, reported),
+                rps=rps[name],
+                cpu_pct=max(0.5, min(99.5, cpu)),
+                memory_pct=max(1.0, min(99.9, memory)),
+                health=health or _health(error_rate, p99, plan_.healthy_p99.get(name, p99)),
+                call_failure=min(1.0, error_rate + silent),
+                mode=mode,
+                failing_upstreams=tuple(failing),
+                fault_strength=strength_total,
+                self_p50_ms=self_p50,
+                self_p99_ms=self_p99,
+                side_error=extra_error,
             )
         return states
 
 
-SEVERITIES: tuple[Severity, ...] = ("P2", "P1", "P0")
+def _queueing(utilisation: float) -> float:
+    rho = min(utilisation, MAX_UTILISATION)
+    return 1.0 + 0.5 * rho * rho / (1.0 - rho)
+
+
+def distraction_strength(distraction: Distraction, incident_id: str, index: int) -> float:
+    if distraction.strength is not None:
+        return distraction.strength
+    return spread(0.3, 1.0, incident_id, index, distraction.kind, "strength")
+
+
+def distraction_onset(incident_id: str, index: int) -> int:
+    """Minutes before the page a red herring began: drawn like a fault's lead, so onsets overlap."""
+    return 1 + int(unit(incident_id, index, "onset") * 14)
+
+
+_SIDE_KINDS = frozenset({"noisy_neighbour", "flaky_errors", "minor_fault"})
+
+
+def _side_effects(distractions: list[Distraction], step: int, incident_id: str) -> dict[str, tuple[float, float]]:
+    """CPU and side-path error rates that red herrings add, by service."""
+    found: dict[str, tuple[float, float]] = {}
+    for index, d in enumerate(distractions):
+        if d.kind not in _SIDE_KINDS or step < -distraction_onset(incident_id, index):
+            continue
+        strength = distraction_strength(d, incident_id, index)
+        cpu, error = found.get(d.service, (0.0, 0.0))
+        if d.kind == "noisy_neighbour":
+            cpu = max(cpu, 60.0 + 38.0 * strength)
+        elif d.kind == "minor_fault":
+            # A real fault, weak and on a side path: its own signals show, its callers do not suffer.
+            kind = FAULTS[d.fault or "slow_query"]
+            error = max(error, kind.error_rate * 0.25 * strength)
+            cpu = max(cpu, (kind.cpu_pct or 0.0) * 0.8 * strength)
+        else:
+            # Failures on a side path (a batch job, a partner webhook) that callers never hit.
+            error = max(error, 0.03 + 0.4 * strength)
+        found[d.service] = (cpu, error)
+    return found
 
 
 def rubric(error_rate: float, latency_ms: float, data_at_risk: bool) -> Severity:
-    """The severity rubric: P0 a user-facing capability down or data at risk, P1 major degradation, P2 minor."""
+    """P0: users mostly failing or stalled, or a system of record losing writes; P1 major degradation; P2 minor."""
     if data_at_risk or error_rate >= P0_ERROR_RATE or latency_ms >= P0_LATENCY_MS:
         return "P0"
     if error_rate >= P1_ERROR_RATE or latency_ms >= P1_LATENCY_MS:
@@ -315,9 +617,9 @@ def rubric(error_rate: float, latency_ms: float, data_at_risk: bool) -> Severity
     return "P2"
 
 
-def _health(error_rate: float, latency_ms: float, baseline_ms: float) -> Health:
+def _health(error_rate: float, p99_ms: float, healthy_p99_ms: float) -> Health:
     if error_rate >= 0.9:
         return "down"
-    if error_rate >= P1_ERROR_RATE or latency_ms >= 3 * baseline_ms + 200:
+    if error_rate >= P1_ERROR_RATE or p99_ms >= 3 * healthy_p99_ms + 200:
         return "degraded"
     return "ok"

@@ -22,8 +22,8 @@ def signed(value: float) -> str:
 @pytest.mark.parametrize(
     ("event", "value"),
     [
-        ("new inspection that reveals an anomaly", scoring.INFO_REWARD),
-        ("new inspection that reveals nothing abnormal", scoring.NO_INFO_REWARD),
+        ("dense: first look at a root cause while its fault shows (privileged)", scoring.INFO_REWARD),
+        ("any other new look", scoring.NO_INFO_REWARD),
         ("redundant inspection, unknown target or action the task does not allow", scoring.WASTE_PENALTY),
         ("declare: service and severity right", scoring.DECLARE_EXACT),
         ("declare: service right, severity wrong", scoring.DECLARE_ROOT_ONLY),

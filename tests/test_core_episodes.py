@@ -124,7 +124,8 @@ def test_gaming_policies_score_below_the_honest_one(task_id: str, incident_id: s
     farm = scripted(task_id, incident_id, [*everything[: budget - 1], answer])
     for gamed in (blind, loop, no_evidence, farm):
         assert gamed[-1].done
-        assert gamed[-1].score < honest[-1].score, gamed[-1].breakdown
+        # Farming every view can stumble on the root as fast as the honest policy, never faster.
+        assert gamed[-1].score <= honest[-1].score if gamed is farm else gamed[-1].score < honest[-1].score
         assert ret(gamed) <= ret(honest) + 1e-9
     assert ret(loop) < ret(honest)
 

@@ -8,8 +8,10 @@ import pytest
 from service_incident import scoring
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.faults import FAULTS
+from service_incident.harness.audit import JUDGMENT
 from service_incident.models import (
     ACTION_NAMES,
+    ActionRecord,
     Declare,
     InspectLogs,
     InspectMetrics,
@@ -21,20 +23,24 @@ from service_incident.models import (
 from service_incident.tasks import TASKS, catalogue
 
 
-def fresh(task_id: str = "easy", incident_id: str = "easy_001", seed: int = 3) -> ServiceIncidentEnvironment:
+def fresh(
+    task_id: str = "easy", incident_id: str = "easy_001", seed: int = 3, mode: str = "dense"
+) -> ServiceIncidentEnvironment:
     env = ServiceIncidentEnvironment()
-    env.reset(task_id=task_id, seed=seed, incident_id=incident_id)
+    env.reset(task_id=task_id, seed=seed, incident_id=incident_id, reward_mode=mode)
     return env
 
 
-def test_new_anomalous_inspection_pays_info_reward() -> None:
+def test_dense_mode_pays_a_first_look_at_a_root_cause() -> None:
     assert fresh().step(InspectLogs(target="db")).reward == scoring.INFO_REWARD
 
 
-def test_new_clean_inspection_pays_nothing() -> None:
+def test_a_look_elsewhere_pays_nothing_and_judges_nothing() -> None:
     env = fresh("medium", "med_005")
     obs = env.step(InspectMetrics(target="db"))
-    assert obs.reward == scoring.NO_INFO_REWARD and "nothing abnormal" in obs.message
+    assert obs.reward == scoring.NO_INFO_REWARD
+    assert obs.message == "Inspected the metrics of db."
+    assert not JUDGMENT.search(obs.message) and not JUDGMENT.search(obs.last_diagnostic or "")
 
 
 def test_redundant_inspection_and_unknown_target_cost() -> None:
@@ -44,6 +50,7 @@ def test_redundant_inspection_and_unknown_target_cost() -> None:
     assert obs.reward == scoring.WASTE_PENALTY
     assert obs.last_action_error and "kafka" in obs.last_action_error and "payments" in obs.last_action_error
     assert env.state.step_count == 2 and not obs.done
+    assert obs.action_history[-1] == ActionRecord(step=2, action="inspect_metrics", target="kafka", refused=True)
 
 
 @pytest.mark.parametrize(
@@ -66,13 +73,30 @@ def test_declaration_settles_the_shaping_paid() -> None:
     assert first.reward + last.reward == pytest.approx(scoring.DECLARE_EXACT)
 
 
+@pytest.mark.parametrize("task_id", ["hard", "gen_expert", "rca_15", "hard_incident_triage"])
+def test_final_mode_pays_the_whole_dense_return_on_the_last_step_only(task_id: str) -> None:
+    from service_incident.harness.agents import ExpertAgent
+
+    returns = {}
+    for mode in ("dense", "final"):
+        env = ServiceIncidentEnvironment()
+        obs = env.reset(task_id=task_id, seed=5, reward_mode=mode)
+        rewards, agent = [], ExpertAgent()
+        while not obs.done:
+            obs = env.step(agent.act(obs))
+            rewards.append(obs.reward)
+        returns[mode] = rewards
+    assert all(r == 0.0 for r in returns["final"][:-1])
+    assert returns["final"][-1] == pytest.approx(sum(returns["dense"]))
+
+
 def test_budget_exhaustion_penalty() -> None:
     env = fresh()
-    env.step(InspectMetrics(target="auth"))  # anomalous: +0.1
-    env.step(InspectMetrics(target="payments"))  # anomalous: +0.1
-    last = env.step(InspectMetrics(target="db"))  # +0.1, then the budget is spent
+    env.step(InspectMetrics(target="auth"))
+    env.step(InspectMetrics(target="payments"))
+    last = env.step(InspectMetrics(target="db"))  # a root: +0.1, then the budget is spent
     assert last.done and last.score == scoring.SCORE_FLOOR
-    assert last.reward == pytest.approx(scoring.INFO_REWARD + scoring.BUDGET_EXHAUSTED - 3 * scoring.INFO_REWARD)
+    assert last.reward == pytest.approx(scoring.INFO_REWARD + scoring.BUDGET_EXHAUSTED - scoring.INFO_REWARD)
 
 
 def test_budget_exhaustion_applies_on_an_invalid_target_too() -> None:
@@ -89,7 +113,28 @@ def test_reward_bounds_hold_on_extreme_episodes() -> None:
     rewards += [env.step(InspectMetrics(target=s)).reward for s in ("db", "notifications", "payments")]
     rewards.append(env.step(Declare(target="payments", severity="P2")).reward)
     assert all(scoring.REWARD_MIN <= r <= scoring.REWARD_MAX for r in rewards)
-    assert rewards[-1] == pytest.approx(scoring.DECLARE_WRONG - scoring.INFO_REWARD_CAP)
+    assert rewards[-1] == pytest.approx(scoring.DECLARE_WRONG - scoring.INFO_REWARD)
+
+
+def test_postmortem_only_at_the_end_says_what_was_missed() -> None:
+    env = fresh(mode="final")
+    first = env.step(InspectLogs(target="auth"))
+    assert first.postmortem is None
+    last = env.step(Declare(target="auth", severity="P1"))
+    report = last.postmortem
+    assert report is not None and [r.service for r in report.root_causes] == ["db"]
+    assert report.root_causes[0].fault == "connection_pool_exhaustion" and "restart" in report.root_causes[0].fixes
+    assert report.severity == "P0" and "P0" in report.severity_basis and report.declared_severity == "P1"
+    assert "not named: db" in report.missed["root_cause"] and "auth" in report.missed["root_cause"]
+
+
+def test_judgment_words_are_caught() -> None:
+    for text in ("something abnormal", "nothing abnormal here", "upstreams named in those lines: db", "looks healthy",
+                 "likely the root cause", "this is anomalous"):
+        assert JUDGMENT.search(text), text
+    for text in ("Inspected the logs of db.", "8 lines in the last 120 s (2 ERROR)", "status=Running restarts=0",
+                 "The metrics of db show nothing new since you last looked."):
+        assert not JUDGMENT.search(text), text
 
 
 @pytest.mark.parametrize(

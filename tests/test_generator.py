@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import re
+import statistics
 from pathlib import Path
 
 import msgspec
@@ -11,21 +12,26 @@ import pytest
 
 from service_incident import dataset, scoring
 from service_incident.environment import ServiceIncidentEnvironment
-from service_incident.faults import FAULTS
+from service_incident.faults import FAULTS, TECHNOLOGIES
 from service_incident.generator import MAX_SERVICES, MIN_SERVICES, PRESETS, Knobs, generate
 from service_incident.harness.agents import ExpertAgent, LoudestSignalAgent
+from service_incident.harness.identifiability import survey, survivors
 from service_incident.harness.solvability import accuracy
 from service_incident.incidents import Incident
 from service_incident.models import parse_action
 from service_incident.tasks import TASKS, resolve_incident
 from service_incident.telemetry import Telemetry
-from service_incident.world import P1_ERROR_RATE, World
+from service_incident.world import P1_ERROR_RATE, World, rubric, technology
 
 EVAL_FILE = Path(__file__).resolve().parents[1] / "service_incident" / "incidents" / dataset.EVAL_FILE
 
 
 def only(fault_type: str, **knobs: object) -> Knobs:
     return Knobs(services=(4, 7), fault_types=(fault_type,), intensity=(0.6, 1.0), **knobs)
+
+
+def literal(template: str) -> str:
+    return max(re.split(r"\{[^}]*\}", template.split(" ", 1)[1]), key=len).strip()
 
 
 @pytest.mark.parametrize("fault_type", sorted(FAULTS))
@@ -36,9 +42,8 @@ def test_every_fault_type_is_generated_rendered_and_fixed(fault_type: str) -> No
     world = World(incident)
     telemetry = Telemetry(world, seed=1)
     logs = telemetry.logs(fault.service, 0)
-    for template in FAULTS[fault_type].logs:
-        literal = max(re.split(r"\{[^}]*\}", template.split(" ", 1)[1]), key=len).strip()
-        assert literal in logs, (literal, logs)
+    phrasings = FAULTS[fault_type].phrasings(technology(incident, fault.service))
+    assert any(all(literal(line) in logs for line in phrasing) for phrasing in phrasings), logs
     sick = world.states[fault.service]
     assert sick.fault_strength > 0 and sick.health != "ok"
     world.advance()
@@ -49,6 +54,43 @@ def test_every_fault_type_is_generated_rendered_and_fixed(fault_type: str) -> No
     assert healed.fault_strength == 0 and healed.health == "ok"
     assert world.user_facing_impact()[0] < P1_ERROR_RATE
     assert world.restored()
+
+
+_WRITE_REFUSAL = (
+    "No space left", "Disk is full", "read-only", "--read-only", "disk resource limit", "publishers blocked",
+)
+_OTHER_TECH = {"postgres": ("MySQL", "InnoDB", "Redis"), "mysql": ("pg_wal", "PostgreSQL", "Redis"),
+               "redis": ("MySQL", "pg_wal", "memcached"), "memcached": ("Redis", "CLUSTERDOWN", "pg_wal"),
+               "kafka": ("rabbit@", "AMQP"), "rabbitmq": ("broker because", "partition="),
+               "jvm": ("panic=", "Traceback", "goroutines"), "go": ("java.", "Traceback", "JavaScript"),
+               "python": ("java.", "panic=", "JavaScript"), "node": ("java.", "panic=", "Traceback")}
+
+
+@pytest.mark.parametrize("fault_type", sorted(FAULTS))
+def test_every_phrasing_fits_its_technology_and_write_refusal_means_data_at_risk(fault_type: str) -> None:
+    fault = FAULTS[fault_type]
+    for kind in fault.kinds:
+        for tech in TECHNOLOGIES[kind]:
+            for phrasing in fault.phrasings(tech):
+                text = "\n".join(phrasing)
+                assert not any(word in text for word in _OTHER_TECH.get(tech, ())), (fault_type, tech, text)
+                refuses = any(word in text for word in _WRITE_REFUSAL)
+                assert refuses == fault.data_at_risk(kind), (fault_type, kind, tech, text)
+
+
+@pytest.mark.parametrize("difficulty", list(PRESETS))
+def test_labels_agree_with_the_rubric_and_with_what_metrics_show(difficulty: str) -> None:
+    for seed in range(15):
+        record_incident = dataset.training_incident(difficulty, seed)
+        world = World(record_incident)
+        telemetry = Telemetry(world, seed)
+        error_rate, p99 = world.user_facing_impact(0)
+        facing = [s.name for s in record_incident.services if s.user_facing]
+        shown = [telemetry.metrics(name, 0) for name in facing]
+        # What the rubric is applied to is what the metrics of the user-facing services show, within noise.
+        assert max(m.error_rate for m in shown) == pytest.approx(error_rate, rel=0.05, abs=1e-3)
+        assert max(m.p99_ms for m in shown) == pytest.approx(p99, rel=0.05)
+        assert dataset.labels(record_incident).severity_at_page == rubric(error_rate, p99, world.data_at_risk(0))
 
 
 @pytest.mark.parametrize("fault_type", [t for t, f in FAULTS.items() if f.relief])
@@ -75,15 +117,15 @@ def test_wrong_remedies_cost_what_they_say() -> None:
     calm = world.states[bystander]
     # A restart of a service that is not the cause disrupts it for the step it restarts in.
     assert world.remediate("restart", bystander) == "disruption"
-    assert world.states[bystander].error_rate >= 0.5 > calm.error_rate
+    assert world.states[bystander].error_rate >= 0.4 > calm.error_rate
     world.advance()
-    assert world.states[bystander].error_rate == pytest.approx(calm.error_rate)
+    assert world.states[bystander].error_rate < 0.4
     # A rollback where nothing shipped, and scaling the wrong service, change nothing for users.
     impact = world.user_facing_impact()
     assert world.remediate("rollback", bystander) == "no_effect"
     assert world.remediate("scale_up", bystander) == "no_effect"
     assert world.capacity(bystander) == 2.0
-    assert world.user_facing_impact() == impact
+    assert world.user_facing_impact() == pytest.approx(impact, rel=0.1)
     # The right fix on the wrong target does nothing either.
     assert world.remediate("rollback", next(s.name for s in incident.services if s.name not in {root})) == "no_effect"
 
@@ -92,7 +134,7 @@ def test_wrong_remedies_cost_what_they_say() -> None:
 def test_a_remedy_on_a_bystander_costs_reward_and_score(remedy: str) -> None:
     roots = {f.service for f in resolve_incident(TASKS["gen_easy"], None, 4).faults}
     env = ServiceIncidentEnvironment()
-    obs = env.reset(task_id="gen_easy", seed=4)
+    obs = env.reset(task_id="gen_easy", seed=4, reward_mode="dense")
     bystander = next(s for s in obs.services if s not in roots)
     step = env.step(parse_action({"action": remedy, "target": bystander}))
     assert step.reward == scoring.REMEDY_WRONG and step.last_action_error is None
@@ -116,15 +158,17 @@ def test_faults_worsen_on_schedule_and_telemetry_follows() -> None:
 def test_topologies_span_the_catalogue_sizes() -> None:
     sizes = {len(generate(difficulty, seed).services) for difficulty in PRESETS for seed in range(40)}
     assert min(sizes) == MIN_SERVICES and max(sizes) == MAX_SERVICES
+    counts = {len(generate("expert", seed).faults) for seed in range(40)}
+    assert counts == {1, 2, 3}
     incident = generate("expert", 7)
-    assert len(incident.faults) == 2 and len({f.service for f in incident.faults}) == 2
+    assert len({f.service for f in incident.faults}) == len(incident.faults)
     assert any(s.user_facing for s in incident.services)
 
 
 def distracted(kind: str) -> Incident:
     for seed in range(200):
-        incident = generate(Knobs(services=(6, 9), red_herrings=5), seed)
-        if any(d.kind == kind for d in incident.distractions):
+        incident = generate(Knobs(services=(6, 9), red_herrings=6), seed)
+        if any(d.kind == kind and (d.strength or 0) > 0.6 for d in incident.distractions):
             return incident
     raise AssertionError(kind)
 
@@ -148,13 +192,17 @@ def test_red_herrings_show_up_as_specified() -> None:
 
     deploy = distracted("recent_deploy")
     service = next(d.service for d in deploy.distractions if d.kind == "recent_deploy")
-    telemetry = Telemetry(World(deploy), 0)
-    assert telemetry.deploys_recent(telemetry.deploys(service, 0), 0)
+    history = Telemetry(World(deploy), 0).deploys(service, 0).splitlines()
+    assert "routine release" not in history[0] and history[0] < deploy.started_at
 
     flaky = distracted("flaky_errors")
     service = next(d.service for d in flaky.distractions if d.kind == "flaky_errors")
     alert = next(a for a in Telemetry(World(flaky), 0).alerts(0) if a.service == service and a.signal == "error_ratio")
-    assert alert.since < flaky.started_at  # flapping for hours before this incident
+    assert alert.since < flaky.started_at  # it started before the page, like the faults do
+
+    minor = distracted("minor_fault")
+    herring = next(d for d in minor.distractions if d.kind == "minor_fault")
+    assert herring.fault in FAULTS and herring.service not in {f.service for f in minor.faults}
 
     stale = distracted("stale_alert")
     service = next(d.service for d in stale.distractions if d.kind == "stale_alert")
@@ -210,9 +258,38 @@ def test_training_and_evaluation_incidents_are_disjoint() -> None:
 
 
 @pytest.mark.parametrize("difficulty", list(PRESETS))
-def test_labels_are_recoverable_by_the_expert(difficulty: str) -> None:
-    root, severity, _ = accuracy(ExpertAgent, f"gen_{difficulty}", seeds=60)
-    assert root >= 0.96 and severity >= 0.95
+def test_labels_are_identifiable_from_the_telemetry(difficulty: str) -> None:
+    share, _ = survey([dataset.training_incident(difficulty, seed) for seed in range(25)])
+    assert share >= 0.95
+
+
+def test_the_identifiability_check_catches_a_fault_that_shows_nowhere() -> None:
+    incident = dataset.training_incident("easy", 3)
+    (fault,) = incident.faults
+    # A root whose telemetry matches a healthy service's cannot be told apart from another.
+    assert survivors(incident) == []
+    weak = msgspec.structs.replace(
+        incident,
+        faults=[msgspec.structs.replace(fault, type="upstream_rate_limit", intensity=0.001, lead=0)],
+        log_gaps={fault.service: "empty"},
+    )
+    assert survivors(weak)
+
+
+def test_evaluation_set_represents_training() -> None:
+    records = dataset.decode(EVAL_FILE.read_bytes())
+    for difficulty in PRESETS:
+        frozen = [r.incident for r in records if r.difficulty == difficulty]
+        trained = [dataset.training_incident(difficulty, seed) for seed in range(150)]
+        for measure in (
+            lambda i: len(i.services), lambda i: len(i.faults),
+            lambda i: any(not i.service(f.service).user_facing for f in i.faults),
+            lambda i: dataset.labels(i).severity_at_page == "P0",
+        ):
+            a = [float(measure(i)) for i in frozen]
+            b = [float(measure(i)) for i in trained]
+            spread = (statistics.pvariance(a) / len(a) + statistics.pvariance(b) / len(b)) ** 0.5
+            assert abs(statistics.mean(a) - statistics.mean(b)) <= 3 * spread + 1e-9, difficulty
 
 
 def test_loudest_signal_gets_worse_with_difficulty() -> None:

@@ -43,7 +43,7 @@ def test_every_rca_scenario_has_evidence_on_its_root_and_a_fix() -> None:
     for task in (t for t in TASKS.values() if t.suite == "rca"):
         incident = resolve_incident(task, None, seed=0)
         env = ServiceIncidentEnvironment()
-        env.reset(task_id=task.id, seed=0)
+        env.reset(task_id=task.id, seed=0, reward_mode="dense")
         for fault in incident.faults:
             seen = env.step(InspectLogs(target=fault.service))
             assert seen.reward and seen.reward > 0, (task.id, fault.service)
@@ -115,7 +115,7 @@ def test_declaring_in_a_response_task_does_not_end_it_and_cannot_be_repeated() -
 
 def test_a_disallowed_action_costs_a_step_and_says_why() -> None:
     env = ServiceIncidentEnvironment()
-    env.reset(task_id="hard", seed=0)
+    env.reset(task_id="hard", seed=0, reward_mode="dense")
     refused = env.step(parse_action({"action": "restart", "target": "db"}))
     assert refused.step_count == 1 and refused.reward == -0.05
     assert refused.last_action_error and "not available" in refused.last_action_error
@@ -127,7 +127,7 @@ def test_a_disallowed_action_costs_a_step_and_says_why() -> None:
 
 def test_remedy_and_resolve_rows_of_the_reward_table() -> None:
     env = ServiceIncidentEnvironment()
-    env.reset(task_id="easy_incident_triage", seed=0, incident_id="easy_001")
+    env.reset(task_id="easy_incident_triage", seed=0, incident_id="easy_001", reward_mode="dense")
     healed = env.step(parse_action({"action": "rollback", "target": "payment-service", "rationale": "deploy"}))
     assert healed.reward == scoring.REMEDY_HEALS
     wrong = env.step(parse_action({"action": "restart", "target": "postgres-db", "rationale": "db"}))
@@ -138,6 +138,29 @@ def test_remedy_and_resolve_rows_of_the_reward_table() -> None:
     assert restored.reward == pytest.approx(scoring.RESOLVE_RESTORED - (watch.reward or 0.0))
 
     early = ServiceIncidentEnvironment()
-    early.reset(task_id="easy_incident_triage", seed=0, incident_id="easy_001")
+    early.reset(task_id="easy_incident_triage", seed=0, incident_id="easy_001", reward_mode="dense")
     premature = early.step(Resolve(target="payment-service", rationale="hope"))
     assert premature.reward == scoring.RESOLVE_PREMATURE
+
+
+def test_the_response_walkthrough_with_its_own_vocabulary_is_watched_to_recovery() -> None:
+    """Investigate, roll back, resolve: the resolve watches the fix take hold instead of failing at once."""
+    env = ServiceIncidentEnvironment()
+    env.reset(task_id="easy_incident_triage", seed=0, incident_id="easy_001")
+    for move in (
+        {"action_type": "investigate", "target_service": "payment-service", "rationale": "errors"},
+        {"action_type": "rollback", "target_service": "payment-service", "rationale": "deploy"},
+        {"action_type": "resolve", "target_service": "payment-service", "rationale": "fixed"},
+    ):
+        observation = env.step(parse_action(move))
+        assert observation.last_action_error is None
+    breakdown = observation.breakdown or {}
+    assert observation.done and breakdown["remediation"] > 0 and "service restored" in observation.message
+    assert observation.step_count > 3  # the minutes watched are on the clock
+
+
+def test_difficulty_named_root_cause_tasks_are_accepted_but_never_published() -> None:
+    env = ServiceIncidentEnvironment()
+    for alias in ("task_easy", "task_medium", "task_hard"):
+        observation = env.reset(task_id=alias, seed=0)
+        assert TASKS[observation.task_id].suite == "rca" and alias not in TASKS

@@ -411,6 +411,19 @@
         h('td', { class: `val ${sign(value)}`, text: signed(value) }),
         h('td', { class: 'barcell' }, bar)));
     }
+    renderPostmortem(obs && obs.done ? obs.postmortem : null);
+  }
+
+  // What the episode's end revealed: the truth and, for each part that fell short, what was missed.
+  function renderPostmortem(report) {
+    const box = clear($('postmortem'));
+    show(box, Boolean(report));
+    if (!report) return;
+    const roots = report.root_causes.map((root) => `${root.service}: ${root.fault} (fixes: ${root.fixes.join(', ')})`);
+    const lines = [['root causes', roots.join('; ')], ['declared', report.declared.join(', ') || 'nothing']];
+    if (report.severity) lines.push(['severity', `${report.severity}: ${report.severity_basis}`]);
+    for (const [part, why] of Object.entries(report.missed)) lines.push([`missed: ${part.replace(/_/g, ' ')}`, why]);
+    for (const [label, text] of lines) box.append(h('div', null, h('b', { text: `${label}: ` }), text));
   }
 
   function renderAlerts(obs) {
@@ -733,8 +746,10 @@
   }
 
   const METRICS = [
-    ['latency_ms', 'Latency', (v) => `${Math.round(v)} ms`],
+    ['p50_ms', 'p50', (v) => `${Math.round(v)} ms`],
+    ['p99_ms', 'p99', (v) => `${Math.round(v)} ms`],
     ['error_rate', 'Errors', (v) => `${(v * 100).toFixed(1)}%`],
+    ['rps', 'Req/s', (v) => v.toFixed(1)],
     ['cpu_pct', 'CPU', (v) => `${v.toFixed(1)}%`],
     ['memory_pct', 'Memory', (v) => `${v.toFixed(1)}%`],
   ];
@@ -791,7 +806,8 @@
     return cell;
   }
 
-  const INSPECTIONS = new Set(['inspect_logs', 'inspect_metrics', 'check_health', 'inspect_deploys', 'run_db_query']);
+  const INSPECTIONS = new Set(['inspect_logs', 'inspect_metrics', 'check_health', 'inspect_deploys', 'run_db_query',
+    'inspect_traces']);
 
   function renderEvidence(episode, obs, frame) {
     const fresh = frame.action && INSPECTIONS.has(frame.action.action) ? frame.action.target : null;
@@ -836,7 +852,9 @@
     show($('logs-box'), logNames.length > 0);
     sections.push(logNames.length > 0);
 
-    for (const [field, id] of [['visible_health', 'health'], ['visible_deploys', 'deploys'], ['visible_db', 'db']]) {
+    const views = [['visible_health', 'health'], ['visible_deploys', 'deploys'], ['visible_db', 'db'],
+      ['visible_traces', 'traces']];
+    for (const [field, id] of views) {
       const box = clear($(id));
       const names = order(Object.keys(obs[field] || {}));
       for (const name of names) {

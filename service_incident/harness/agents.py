@@ -1,10 +1,12 @@
 """Reference policies. They read observations only (never the world), like any agent would.
 
-- `ExpertAgent` follows the evidence: from the paged user-facing services it follows the upstreams
-  that logs blame, refutes blamed services whose own logs are clean, and declares the service whose
-  trouble is its own; severity from the rubric applied to the alerts.
-- `StructuredInvestigator` follows the dependency evidence but takes it at its word: fooled by red
-  herrings, it never remediates.
+- `ExpertAgent` investigates like an on-call engineer: traces from the paged user-facing services to
+  find where failures and slowness originate, the suspect's own logs, then a second view (health,
+  deploys, database diagnostics) to choose the fix; it fixes, watches the pages, looks again if users
+  still suffer (a second fault may hide behind the first), and declares what it fixed; severity from
+  the rubric applied to the pages' peaks.
+- `StructuredInvestigator` follows the blame in log lines hop by hop and takes it at its word: fooled
+  by wrong blame and by callers that do not name their upstream; it never remediates.
 - `LoudestSignalAgent` (the symptom chaser) reads dashboards and blames the worst error rate.
 - `RandomAgent` acts at random: the floor.
 
@@ -14,33 +16,44 @@
 from __future__ import annotations
 
 import random
+import re
 from collections import Counter
 from typing import Protocol
 
-from msgspec import Struct
-
 from ..models import (
+    ACTIONS_BY_NAME,
     Action,
+    CheckHealth,
     Declare,
     DeclareRootCauses,
-    Escalate,
+    InspectDeploys,
     InspectLogs,
     InspectMetrics,
+    InspectTraces,
     Metrics,
     Observation,
     Resolve,
-    Restart,
-    Rollback,
-    ScaleUp,
+    RunDbQuery,
 )
-from ..telemetry import ANOMALY_LEVELS, UPSTREAM, level, parse_time
+from ..telemetry import level, parse_time
 from ..world import rubric
 
 # A page older than this was firing before the incident and is not part of it.
 STALE_ALERT_S = 3600
-_DATASTORES = frozenset({"database", "queue"})
-THOROUGH_BUDGET = 8
 _USER_SIGNALS = frozenset({"http_5xx_ratio", "p99_latency_ms"})
+_RECORD_KINDS = frozenset({"database", "queue"})
+_LOUD = frozenset({"CRIT", "PANIC", "FATAL", "ERROR", "WARN"})
+# A caller's line about a dependency names it one of these ways (or not at all).
+_BLAME = re.compile(r'\b(?:upstream=|host=)([\w.-]+?)(?:\.svc\.cluster\.local:\d+)?(?=[\s"]|$)')
+_DEPENDENCY_WORDS = ("upstream=", "host=", 'call="', "deadline exceeded", "circuit breaker", "connection refused",
+                     "connection reset", "rejected credentials", "write failed", "upstream returned")
+_SPAN = re.compile(r" (\d+)ms (\S.*)$")
+# A span spending this long in its own code is where a latency fault lives.
+SLOW_SPAN_MS = 900
+# Steps a fix is given to show on the pages before another cause is looked for.
+RECOVERY_WATCH = 3
+# A change shipped this recently is a suspect.
+RECENT_CHANGE_S = 3 * 3600
 
 
 class Agent(Protocol):
@@ -49,38 +62,14 @@ class Agent(Protocol):
     def act(self, observation: Observation) -> Action: ...
 
 
-def read_log(text: str) -> tuple[bool, Counter[str]]:
-    """Whether a service's log shows trouble of its own, and how strongly its lines blame each upstream.
-
-    An error blames fully; a warning (a slow call that was retried) blames a quarter as much.
-    """
-    own, blames = False, Counter[str]()
-    for line in filter(_flagged, text.splitlines()):
-        blamed = UPSTREAM.search(line)
-        if blamed:
-            blames[blamed.group(1)] += 0.25 if level(line) == "WARN" else 1.0
-        else:
-            own = True
-    return own, blames
-
-
 def paged_services(observation: Observation) -> list[str]:
-    """Services paged during this episode, user-facing critical ones first (the order alerts arrive in)."""
+    """Services paged during this incident, user-facing critical ones first (the order alerts arrive in)."""
     now = parse_time(observation.clock)
     seen: dict[str, None] = {}
     for alert in observation.alerts:
-        if (now - parse_time(alert.since)).total_seconds() < STALE_ALERT_S:
+        if alert.signal != "disk_pct" and (now - parse_time(alert.since)).total_seconds() < STALE_ALERT_S:
             seen.setdefault(alert.service)
     return list(seen)
-
-
-def _long_paged(observation: Observation) -> set[str]:
-    now = parse_time(observation.clock)
-    return {
-        a.service
-        for a in observation.alerts
-        if a.signal == "error_ratio" and (now - parse_time(a.since)).total_seconds() >= STALE_ALERT_S
-    }
 
 
 def user_impact(observation: Observation) -> tuple[float, float]:
@@ -90,31 +79,73 @@ def user_impact(observation: Observation) -> tuple[float, float]:
     return error_rate, latency
 
 
-# An on-call runbook: what the root's own log lines suggest doing, first match wins.
+def _flagged(line: str) -> bool:
+    return level(line) in _LOUD
+
+
+def own_trouble(log_text: str) -> list[str]:
+    """A service's loud lines that are about itself, not about a dependency it calls."""
+    return [
+        line for line in log_text.splitlines()
+        if _flagged(line) and not any(word in line for word in _DEPENDENCY_WORDS)
+    ]
+
+
+# An on-call runbook: what the evidence of a service's own views suggests doing, first match wins.
 RUNBOOK: tuple[tuple[str, str], ...] = (
-    ("429 Too Many Requests", "escalate"),
-    ("backends unreachable", "escalate"),
-    ("certificate has expired", "escalate"),
-    ("memory limit", "scale_up"),
-    ("shedding load", "scale_up"),
-    ("No space left on device", "scale_up"),
-    ("maxmemory reached", "scale_up"),
-    ("OutOfMemoryError", "rollback"),
-    ("SerializationError", "rollback"),
-    ("NullPointerException", "rollback"),
-    ("audience mismatch", "rollback"),
-    ("duration:", "rollback"),
+    ("read_only=on", "failover"), ("read-only", "failover"), ("CLUSTERDOWN", "failover"), ("marked dead", "failover"),
+    ("No space left", "expand_volume"), ("Disk is full", "expand_volume"), ("100% used", "expand_volume"),
+    ("disk resource limit", "expand_volume"),
+    ("certificate", "renew_certificate"), ("CERTIFICATE_VERIFY", "renew_certificate"),
+    ("429", "escalate"), ("quota", "escalate"), ("unreachable", "escalate"), ("identity provider", "escalate"),
+    ("i/o timeout", "escalate"),
+    ("deploy", "rollback"), ("migration", "rollback"), ("canary", "rollback"),
+    ("maxmemory", "scale_up"), ("evictions", "scale_up"), ("queue depth", "scale_up"), ("accept queue", "scale_up"),
+    ("too many requests in flight", "scale_up"), ("memory limit", "scale_up"), ("memory pressure", "scale_up"),
+    ("working set", "scale_up"),
 )
-_REMEDY_ACTIONS = {"restart": Restart, "rollback": Rollback, "scale_up": ScaleUp, "escalate": Escalate}
 
 
-def runbook(log_text: str) -> str:
-    """The remedy an SRE would reach for given a root's logs; restart when nothing more specific fits."""
-    return next((remedy for marker, remedy in RUNBOOK if marker in log_text), "restart")
+def runbook(evidence: str) -> str:
+    """The remedy an SRE would reach for given a root's views; restart when nothing more specific fits."""
+    return next((remedy for marker, remedy in RUNBOOK if marker in evidence), "restart")
+
+
+def recent_change(deploys: str, now: str) -> bool:
+    """Whether the deploy history lists a change (not a rollback) shipped in the last few hours."""
+    clock = parse_time(now)
+    for line in deploys.splitlines():
+        stamp, _, text = line.partition(" ")
+        if "routine release" in text or text.startswith("rollback"):
+            continue
+        if (clock - parse_time(stamp)).total_seconds() < RECENT_CHANGE_S:
+            return True
+    return False
+
+
+def trace_origins(traces: str) -> Counter[str]:
+    """Where failures and slowness start in sampled traces: a failing span none of whose children
+    failed, and a span whose own time (its duration less its children's) dominates the request."""
+    origins: Counter[str] = Counter()
+    for trace in _split_traces(traces):
+        total = max((ms for _, _, ms, _ in trace), default=1.0) or 1.0
+        for index, (depth, service, ms, status) in enumerate(trace):
+            children = []
+            for later in trace[index + 1 :]:
+                if later[0] <= depth:
+                    break
+                if later[0] == depth + 1:
+                    children.append(later)
+            child_ms = sum(c[2] for c in children)
+            if status != "ok" and not any(c[3] != "ok" for c in children):
+                origins[service] += 1.0
+            if ms - child_ms > 0.5 * total and ms - child_ms > SLOW_SPAN_MS:
+                origins[service] += 1.0
+    return origins
 
 
 def _depends_on(topology: dict[str, list[str]], service: str, target: str) -> bool:
-    stack, seen = [service], set()
+    stack, seen = list(topology.get(service, ())), set()
     while stack:
         current = stack.pop()
         if current == target:
@@ -125,165 +156,193 @@ def _depends_on(topology: dict[str, list[str]], service: str, target: str) -> bo
     return False
 
 
-class _Need(Struct, frozen=True):
-    """The walk cannot go on without the logs of `target`."""
-
-    target: str
-
-
-class _Walk:
-    def __init__(self, observation: Observation) -> None:
-        self.logs = observation.visible_logs
-        self.topology = {card.name: card.depends_on for card in observation.topology}
-        facing = {card.name for card in observation.topology if card.user_facing}
-        self.paged = paged_services(observation)
-        self.flapping = _long_paged(observation)
-        self.starts = [s for s in self.paged if s in facing] or self.paged or list(observation.services)
-        self.roots: list[str] = []
-        self.refuted: set[str] = set()
-        self.visited: set[str] = set()
-
-    def explained(self, service: str) -> bool:
-        return any(_depends_on(self.topology, service, root) for root in self.roots)
-
-    def trace(self, service: str) -> str | _Need | None:
-        """The root cause behind `service`, a service whose logs are needed first, or None."""
-        if service in self.visited:
-            return None
-        if service not in self.logs:
-            return _Need(service)
-        self.visited.add(service)
-        own, blames = self.read(service)
-        if _silent(self.logs[service]):
-            weak = sorted(self.topology.get(service, ()), key=lambda d: (d not in self.paged, d))
-            suspects = [(d, 0.0) for d in weak]
-        else:
-            suspects = sorted(blames.items(), key=lambda item: (-item[1], item[0]))
-        for upstream, strength in suspects:
-            if upstream in self.refuted or upstream in self.visited or upstream not in self.topology:
-                continue
-            # Errors are followed even behind a known root (there may be a second one); hints are not.
-            if strength < 1.0 and self.explained(upstream):
-                continue
-            if upstream not in self.logs:
-                return _Need(upstream)
-            upstream_own, upstream_blames = self.read(upstream)
-            if not (upstream_own or upstream_blames or _silent(self.logs[upstream])):
-                self.refuted.add(upstream)
-                continue
-            found = self.trace(upstream)
-            if isinstance(found, _Need):
-                return found
-            if found is not None and found not in self.roots:
-                self.roots.append(found)
-        # Trouble of its own makes a service a root cause even when it also suffers an upstream's.
-        return service if own else None
-
-    def read(self, service: str) -> tuple[bool, Counter[str]]:
-        own, blames = read_log(self.logs[service])
-        # A service paged for hours has a known, older problem: its own errors are not this incident's.
-        return own and service not in self.flapping, blames
+def _split_traces(traces: str) -> list[list[tuple[int, str, float, str]]]:
+    found: list[list[tuple[int, str, float, str]]] = []
+    for line in traces.splitlines():
+        if line.startswith("trace "):
+            found.append([])
+            continue
+        depth = (len(line) - len(line.lstrip(" "))) // 2 - 1
+        span = _SPAN.search(line)
+        if span is None or not found:
+            continue
+        found[-1].append((depth, line.split()[0], float(span.group(1)), span.group(2)))
+    return found
 
 
 class ExpertAgent:
-    """Follows the evidence from the paged user-facing services to the services whose trouble is their own.
+    """Localizes with traces, confirms with the suspect's own views, fixes, watches, declares.
 
-    A depth-first walk along blamed upstreams, errors before warnings; a blamed service whose own logs
-    are clean is refuted; a service whose logs never arrived is walked through via its dependencies.
     Each call re-derives everything from the observation, so the agent holds no hidden state.
     """
 
     name = "expert"
 
     def act(self, observation: Observation) -> Action:
-        walk = _Walk(observation)
-        # Given a budget to spare, every paged service is read in case a second fault hides behind the first.
-        thorough = observation.max_steps >= THOROUGH_BUDGET
-        for start in walk.starts:
-            if walk.explained(start) and not thorough:
+        obs = observation
+        left = obs.max_steps - obs.step_count
+        facing = {c.name for c in obs.topology if c.user_facing}
+        kinds = {c.name: c.kind for c in obs.topology}
+        can_trace = "inspect_traces" in obs.available_actions
+        paged = paged_services(obs)
+        starts = [s for s in paged if s in facing] or paged or [obs.services[0]]
+        hurting = self._hurting(obs)
+        remedied = [r.target for r in obs.action_history if ACTIONS_BY_NAME[r.action].kind == "remedy" and r.target]
+        # The last remedy's step: traces older than it describe the world before the fix.
+        last_fix = max((r.step for r in obs.action_history if ACTIONS_BY_NAME[r.action].kind == "remedy"), default=-1)
+        looked = {(r.action, r.target): r.step for r in obs.action_history}
+        if left <= 1:
+            return self._close(obs, self._roots(obs))
+        # A fix takes a few minutes to show: watch the pages before looking for another cause.
+        watch = [s for s in hurting if looked.get(("inspect_metrics", s), -1) < obs.step_count - 1]
+        if remedied and watch and obs.step_count - last_fix < RECOVERY_WATCH and left > 2:
+            return InspectMetrics(target=watch[0], rationale=f"watching {watch[0]} recover")
+        if remedied and not hurting:
+            return self._finish(obs)
+        # 1. Localize: traces through the paged user-facing services (fresh ones after a fix).
+        if can_trace:
+            for start in hurting[:2] if remedied else starts[:2]:
+                if looked.get(("inspect_traces", start), -2) <= last_fix and start not in remedied:
+                    return InspectTraces(target=start, rationale=f"{start} is paged")
+        suspects = self._suspects(obs, starts)
+        # 2. Confirm each suspect from its own views and pick its fix.
+        for suspect in suspects:
+            if suspect in remedied:
                 continue
-            found = walk.trace(start)
-            if isinstance(found, str):
-                walk.roots.append(found)
-            elif found is not None:
-                return self._look(observation, found.target, walk.roots)
-        return self._conclude(observation, walk.roots or walk.starts[:1])
+            if suspect not in obs.visible_logs:
+                return InspectLogs(target=suspect, rationale=f"the evidence points at {suspect}")
+            if not can_trace and not own_trouble(obs.visible_logs[suspect]):
+                continue
+            second = self._second_view(obs, suspect, kinds[suspect])
+            if second is not None:
+                return second
+            if "restart" in obs.available_actions and left > 2:
+                remedy = ACTIONS_BY_NAME[runbook(self._evidence(obs, suspect))]
+                return remedy(target=suspect, rationale=_cite(obs, suspect))  # type: ignore[call-arg]
+        # 3. Watch users recover; look again if they do not.
+        if remedied and hurting and left > 2 and "inspect_metrics" in obs.available_actions:
+            target = hurting[obs.step_count % len(hurting)]
+            if looked.get(("inspect_metrics", target), -1) < obs.step_count - 1:
+                return InspectMetrics(target=target, rationale=f"watching {target} recover")
+        return self._finish(obs)
 
-    def _look(self, observation: Observation, service: str, roots: list[str]) -> Action:
-        if observation.max_steps - observation.step_count > 1:
-            return InspectLogs(target=service, rationale=_cite(observation, service))
-        return self._close(observation, roots or [service])
-
-    def _conclude(self, observation: Observation, roots: list[str]) -> Action:
-        """Name the roots where that does not end the episode, remediate each once if the task allows and
-        the budget leaves room, watch users recover, then close the episode."""
-        history = observation.action_history
-        left = observation.max_steps - observation.step_count
-        naming_only = "declare" not in observation.terminal_actions and "declare" in observation.available_actions
-        if naming_only and left >= 2 and not any(": declare(" in entry for entry in history):
-            return self._declare(observation, roots)
-        remedied = {
-            entry.split("(target=", 1)[1].split(")")[0]
-            for entry in history
-            if any(f"{name}(target=" in entry for name in _REMEDY_ACTIONS)
-        }
-        pending = [root for root in roots if root not in remedied]
-        can_fix = all(name in observation.available_actions for name in _REMEDY_ACTIONS)
-        if can_fix and pending and left >= len(pending) + 2:
-            root = pending[0]
-            remedy = _REMEDY_ACTIONS[runbook(observation.visible_logs.get(root, ""))]
-            return remedy(target=root, rationale=_cite(observation, root))
-        hurting = sorted(
-            {a.service for a in observation.alerts if a.status == "firing" and a.signal in _USER_SIGNALS}
-        )
-        if can_fix and remedied and hurting and left >= 2:
-            # Watch what users see until the pages clear, one paged service after another.
-            target = hurting[observation.step_count % len(hurting)]
-            return InspectMetrics(target=target, rationale=_cite(observation, target))
-        return self._close(observation, roots)
-
-    def _close(self, observation: Observation, roots: list[str]) -> Action:
-        """The action that ends this task's episode."""
-        if "resolve" in observation.terminal_actions:
-            return Resolve(target=roots[0], rationale=_cite(observation, roots[0]))
-        if "declare" not in observation.available_actions:
-            return DeclareRootCauses(targets=roots, rationale=_cite(observation, roots[0]))
-        return self._declare(observation, roots)
+    def _finish(self, obs: Observation) -> Action:
+        """Name the roots where that does not end the episode, then close it."""
+        naming_only = "declare" not in obs.terminal_actions and "declare" in obs.available_actions
+        if naming_only and not any(r.action == "declare" for r in obs.action_history):
+            return self._declare(obs, self._roots(obs))
+        return self._close(obs, self._roots(obs))
 
     @staticmethod
-    def _declare(observation: Observation, roots: list[str]) -> Declare:
-        kinds = {card.name: card.kind for card in observation.topology}
+    def _hurting(obs: Observation) -> list[str]:
+        return sorted({a.service for a in obs.alerts if a.status == "firing" and a.signal in _USER_SIGNALS})
+
+    def _suspects(self, obs: Observation, starts: list[str]) -> list[str]:
+        """Services where trouble originates, most evidence first; without traces, a walk along the
+        blame in the logs, which lists the services whose logs it still needs."""
+        scores: Counter[str] = Counter()
+        for text in obs.visible_traces.values():
+            scores.update(trace_origins(text))
+        for alert in obs.alerts:
+            if alert.signal == "memory_pct" and alert.status == "firing":
+                scores[alert.service] += 1.0
+        if scores:
+            return [s for s, _ in scores.most_common()]
+        topology = {card.name: card.depends_on for card in obs.topology}
+        confirmed: list[str] = []
+        pending: list[str] = []
+        frontier, seen = list(starts), set()
+        while frontier:
+            service = frontier.pop(0)
+            if service in seen:
+                continue
+            seen.add(service)
+            logs = obs.visible_logs.get(service)
+            if logs is None:
+                # A page that a confirmed root already explains needs no look of its own.
+                if not any(_depends_on(topology, service, root) for root in confirmed):
+                    pending.append(service)
+                continue
+            own = own_trouble(logs)
+            if own:
+                confirmed.append(service)
+            # A service in trouble of its own still follows errors (a second fault), not retried warnings.
+            loud = [line for line in logs.splitlines() if _flagged(line) and line not in own
+                    and not (own and level(line) == "WARN")]
+            named = [m.group(1) for line in loud if (m := _BLAME.search(line)) and m.group(1) in topology]
+            # Depth first: the blamed dependency is read before the next page.
+            if named:
+                frontier[:0] = sorted(set(named), key=named.index)
+            elif loud or logs.startswith("(no log lines"):
+                frontier[:0] = topology.get(service, [])
+        return confirmed + pending
+
+    def _second_view(self, obs: Observation, suspect: str, kind: str) -> Action | None:
+        """The view that tells which fix fits: deploys for an app, diagnostics for a database."""
+        logs = obs.visible_logs.get(suspect, "")
+        evidence = " ".join(own_trouble(logs))
+        if kind == "database" and "run_db_query" in obs.available_actions and suspect not in obs.visible_db:
+            return RunDbQuery(target=suspect, rationale=_cite(obs, suspect))
+        if kind == "database" and runbook(evidence + obs.visible_db.get(suspect, "")) == "restart":
+            evidence = ""  # the diagnostics do not settle it: a schema change might
+        can = obs.available_actions
+        if (kind not in ("cache", "queue") and "inspect_deploys" in can and suspect not in obs.visible_deploys
+                and runbook(evidence) in ("restart", "scale_up")):
+            return InspectDeploys(target=suspect, rationale=_cite(obs, suspect))
+        if logs.startswith("(no log lines") and "check_health" in can and suspect not in obs.visible_health:
+            return CheckHealth(target=suspect, rationale=f"no logs from {suspect}")
+        return None
+
+    @staticmethod
+    def _evidence(obs: Observation, suspect: str) -> str:
+        parts = [" ".join(own_trouble(obs.visible_logs.get(suspect, ""))), obs.visible_db.get(suspect, "")]
+        if recent_change(obs.visible_deploys.get(suspect, ""), obs.clock):
+            parts.append("deploy")
+        parts.append(obs.visible_health.get(suspect, "").replace("deployment ", ""))
+        return " ".join(parts)
+
+    def _roots(self, obs: Observation) -> list[str]:
+        fixed = [r.target for r in obs.action_history if ACTIONS_BY_NAME[r.action].kind == "remedy" and r.target]
+        roots = list(dict.fromkeys(fixed))
+        if not roots:
+            starts = paged_services(obs)
+            found = [s for s in self._suspects(obs, starts) if s in obs.visible_logs or obs.visible_traces]
+            roots = found[:1] or starts[:1] or obs.services[:1]
+        return roots
+
+    def _close(self, obs: Observation, roots: list[str]) -> Action:
+        if "resolve" in obs.terminal_actions:
+            return Resolve(target=roots[0], rationale=_cite(obs, roots[0]))
+        if "declare" not in obs.available_actions:
+            return DeclareRootCauses(targets=roots, rationale=_cite(obs, roots[0]))
+        return self._declare(obs, roots)
+
+    @staticmethod
+    def _declare(obs: Observation, roots: list[str]) -> Declare:
+        kinds = {card.name: card.kind for card in obs.topology}
+        writes = ("No space left", "Disk is full", "read-only", "read_only=on", "disk resource limit", "100% used")
         at_risk = any(
-            kinds.get(root) in _DATASTORES and any(
-                " CRIT " in line and "write" in line for line in observation.visible_logs.get(root, "").splitlines()
-            )
+            kinds.get(root) in _RECORD_KINDS
+            and any(w in obs.visible_logs.get(root, "") + obs.visible_db.get(root, "") for w in writes)
             for root in roots
         )
-        error_rate, latency = user_impact(observation)
+        error_rate, latency = user_impact(obs)
         return Declare(
-            target=roots[0],
-            additional_targets=roots[1:],
-            severity=rubric(error_rate, latency, at_risk),
-            rationale=_cite(observation, roots[0]),
+            target=roots[0], additional_targets=roots[1:], severity=rubric(error_rate, latency, at_risk),
+            rationale=_cite(obs, roots[0]),
         )
 
 
-def _cite(observation: Observation, service: str) -> str:
-    """A rationale that quotes what was seen of a service: its loudest log lines, else its pages."""
-    text = observation.visible_logs.get(service, "")
-    lines = [line.split(": ", 1)[-1] for line in text.splitlines() if _flagged(line)]
-    seen = lines[:2] or [f"{a.signal} {a.summary}" for a in observation.alerts if a.service == service][:2]
+def _cite(obs: Observation, service: str) -> str:
+    """A rationale that quotes what was seen of a service: its own loud log lines, else its pages."""
+    lines = [line.split(": ", 1)[-1] for line in own_trouble(obs.visible_logs.get(service, ""))]
+    seen = lines[:2] or [f"{a.signal} {a.summary}" for a in obs.alerts if a.service == service][:2]
     return f"{service}: " + " | ".join(seen) if seen else f"{service} is on the path of the paged services"
-
-
-def _silent(log_text: str) -> bool:
-    """A log view with no lines at all: the service's story has to come from elsewhere."""
-    return log_text.startswith("(no log lines")
 
 
 def loudness(metrics: Metrics) -> tuple[float, float]:
     """How alarming a dashboard looks: the error rate first, latency to break ties."""
-    return metrics.error_rate, metrics.latency_ms
+    return metrics.error_rate, metrics.p99_ms
 
 
 class LoudestSignalAgent:
@@ -298,7 +357,7 @@ class LoudestSignalAgent:
         if not seen:
             return Declare(target=observation.services[0], severity="P1")
         loudest = max(seen, key=lambda name: loudness(seen[name]))
-        return Declare(target=loudest, severity=rubric(seen[loudest].error_rate, seen[loudest].latency_ms, False))
+        return Declare(target=loudest, severity=rubric(seen[loudest].error_rate, seen[loudest].p99_ms, False))
 
 
 class RandomAgent:
@@ -316,51 +375,52 @@ class RandomAgent:
 
 
 class StructuredInvestigator:
-    """Follows the dependency evidence, but takes every clue at face value, so red herrings fool it.
+    """Follows the blame in log lines from the first page, hop by hop, and takes it at face value.
 
-    From the first page it reads logs hop by hop: a service with any WARN/ERROR line of its own is
-    declared at once (a noisy neighbour or old flaky errors will do), otherwise it follows the first
-    upstream its log lines blame, warnings included, and never checks the blamed service's story
-    against anything else. It never remediates and never looks at deploys or dashboards. Like the
-    other agents it re-derives everything from the observation on each call.
+    A service with a loud line of its own is declared at once (a noisy neighbour will do); otherwise
+    it follows the first dependency an error names (a warning if no error does), or, where lines do
+    not say which dependency failed, the first paged dependency. It never looks at traces, metrics,
+    deploys or health, and never remediates.
     """
 
     name = "structured"
 
     def act(self, observation: Observation) -> Action:
-        first = observation.alerts[0].service if observation.alerts else None
-        service = first or next(iter(observation.visible_logs), observation.services[0])
+        obs = observation
+        topology = {card.name: card.depends_on for card in obs.topology}
+        paged = paged_services(obs)
+        service = paged[0] if paged else next(iter(obs.visible_logs), obs.services[0])
         chain: list[str] = []
-        while service in observation.visible_logs and service not in chain:
+        while service in obs.visible_logs and service not in chain:
             chain.append(service)
-            flagged = [line for line in observation.visible_logs[service].splitlines() if _flagged(line)]
-            if any(UPSTREAM.search(line) is None for line in flagged):
+            logs = obs.visible_logs[service]
+            if own_trouble(logs):
                 break
-            blamed = next((match.group(1) for line in flagged if (match := UPSTREAM.search(line))), None)
-            if blamed is None:
+            loud = [line for line in logs.splitlines() if _flagged(line)]
+            named = [m.group(1) for line in sorted(loud, key=lambda line: level(line) == "WARN")
+                     if (m := _BLAME.search(line)) and m.group(1) in topology]
+            deps = [d for d in topology.get(service, []) if d not in chain]
+            if named:
+                service = named[0]
+            elif (loud or logs.startswith("(no log lines")) and deps:
+                service = sorted(deps, key=lambda d: d not in paged)[0]
+            else:
                 break
-            service = blamed
-        else:  # the walk reached a service whose logs are not visible yet, or went round a cycle
-            if service not in chain and observation.max_steps - observation.step_count > 1:
-                return InspectLogs(target=service, rationale=_cite(observation, service))
-        return self._close(observation, service)
+        else:
+            if service not in chain and obs.max_steps - obs.step_count > 1:
+                return InspectLogs(target=service, rationale=_cite(obs, service))
+        return self._close(obs, service)
 
     @staticmethod
     def _close(observation: Observation, service: str) -> Action:
-        """Declare the suspect; where declaring does not end the episode, resolve right after."""
         rationale = _cite(observation, service)
-        declared = any(": declare(" in entry for entry in observation.action_history)
+        declared = any(r.action == "declare" for r in observation.action_history)
         if "declare" in observation.available_actions and not declared:
             error_rate, latency = user_impact(observation)
             return Declare(target=service, severity=rubric(error_rate, latency, False), rationale=rationale)
         if "resolve" in observation.terminal_actions:
             return Resolve(target=service, rationale=rationale)
         return DeclareRootCauses(targets=[service], rationale=rationale)
-
-
-def _flagged(line: str) -> bool:
-    """Whether a log line is at WARN or above."""
-    return level(line) in ANOMALY_LEVELS
 
 
 class AgentFactory(Protocol):

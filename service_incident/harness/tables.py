@@ -3,23 +3,49 @@
 from __future__ import annotations
 
 from .. import scoring
-from ..faults import APP_KINDS, FAULTS
+from ..faults import APP_KINDS, FAULTS, TECHNOLOGIES
 from ..generator import PRESETS
-from ..tasks import GENERATED_BUDGETS
+from ..models import ACTION_TYPES, action_name, describe
+from ..tasks import BUDGET_BASE, BUDGET_PER_FAULT, BUDGET_SLACK, GENERATED_BUDGETS
+from ..telemetry import ALERT_RULES
+
+
+def _where(kinds: tuple[str, ...]) -> str:
+    found = sorted(set(kinds) - set(APP_KINDS))
+    if set(APP_KINDS) <= set(kinds):
+        found.insert(0, "app services")
+    return ", ".join(found) or ", ".join(sorted(kinds))
 
 
 def fault_table() -> str:
-    rows = ["| fault | runs on | fix | also fixes | buys time only | data at risk |", "|---|---|---|---|---|---|"]
+    rows = [
+        "| fault | runs on | fix | also fixes | buys time only | writes of record lost | phrasings | builds up (min) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for fault in FAULTS.values():
-        kinds = set(fault.kinds)
-        where = sorted(kinds - set(APP_KINDS))
-        if set(APP_KINDS) <= kinds:
-            where.insert(0, "app services")
+        techs = sorted({tech for kind in fault.kinds for tech in TECHNOLOGIES[kind]})
+        phrasings = sum(len(fault.phrasings(tech)) for tech in techs)
+        lost = ", ".join(kind for kind in fault.kinds if fault.data_at_risk(kind)) or "-"
         rows.append(
-            f"| `{fault.name}` | {', '.join(where) or ', '.join(sorted(kinds))} | {fault.fix} "
-            f"| {', '.join(fault.acceptable) or '-'} | {', '.join(fault.relief) or '-'} "
-            f"| {'yes' if fault.data_at_risk else '-'} |"
+            f"| `{fault.name}` | {_where(fault.kinds)} | {fault.fix} | {', '.join(fault.acceptable) or '-'} "
+            f"| {', '.join(fault.relief) or '-'} | {lost} | {phrasings} over {len(techs)} technologies "
+            f"| {fault.lead[0]}-{fault.lead[1]} |"
         )
+    return "\n".join(rows)
+
+
+def action_table() -> str:
+    rows = ["| action | kind | view | what it does |", "|---|---|---|---|"]
+    for action in ACTION_TYPES:
+        rows.append(f"| `{action_name(action)}` | {action.kind} | {action.view or '-'} | {describe(action)} |")
+    return "\n".join(rows)
+
+
+def alert_table() -> str:
+    rows = ["| page | on | fires at |", "|---|---|---|"]
+    for rule in ALERT_RULES:
+        threshold = f"{rule.threshold:.0%}" if rule.signal.endswith("ratio") else f"{rule.threshold:g}"
+        rows.append(f"| `{rule.signal}` | {rule.audience.replace('_', '-')} services | {threshold} |")
     return "\n".join(rows)
 
 
@@ -29,10 +55,12 @@ def preset_table() -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, knobs in PRESETS.items():
+        low, high = knobs.faults
+        budget = f"{BUDGET_BASE} + {BUDGET_PER_FAULT} x {high} + {BUDGET_SLACK[name]} = {GENERATED_BUDGETS[name]}"
         rows.append(
-            f"| `gen_{name}` | {knobs.services[0]}-{knobs.services[1]} | {knobs.faults} "
+            f"| `gen_{name}` | {knobs.services[0]}-{knobs.services[1]} | {low if low == high else f'{low}-{high}'} "
             f"| {knobs.intensity[0]}-{knobs.intensity[1]} | {knobs.red_herrings} | {knobs.metrics_lag} "
-            f"| {knobs.log_gaps} | {'yes' if knobs.intensify else 'no'} | {GENERATED_BUDGETS[name]} |"
+            f"| {knobs.log_gaps} | {'yes' if knobs.intensify else 'no'} | {budget} |"
         )
     return "\n".join(rows)
 
@@ -47,4 +75,7 @@ def weight_table() -> str:
     return "\n".join(rows)
 
 
-TABLES = {"faults": fault_table, "presets": preset_table, "weights": weight_table}
+TABLES = {
+    "faults": fault_table, "actions": action_table, "alerts": alert_table, "presets": preset_table,
+    "weights": weight_table,
+}

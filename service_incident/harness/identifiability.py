@@ -1,0 +1,162 @@
+"""Whether every label of an incident follows from what can be observed, checked without any agent.
+
+For an incident, every alternative hypothesis an engineer could hold is built as an incident of its
+own — each fault moved to another service that could host it, each fault given another type its
+service could have, each fault removed — and the episode's full telemetry at the page (every view of
+every service, and the pages) is rendered under the truth and under the alternative. The hypothesis
+is contradicted when some view differs in what an engineer can tell apart: a line that is there or
+not, a word, a status, or a number in another order of magnitude (numbers are compared by magnitude,
+so a hypothesis is not refuted by a guess at the fault's strength). Only stable features count: a
+line refutes only if it shows in two renderings with different noise seeds under one hypothesis and
+in neither under the other, so no hypothesis is refuted by sampling luck. An incident is
+identifiable when every alternative is contradicted. This module uses the environment's world and
+telemetry, and nothing of the reference agents.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterator
+
+from msgspec import structs
+
+from ..faults import FAULTS
+from ..incidents import Incident
+from ..telemetry import Telemetry, View, level
+from ..world import World
+
+VIEWS: tuple[View, ...] = ("logs", "metrics", "health", "traces", "deploys", "db")
+_TOKEN = re.compile(r"\d+(?:\.\d+)?|[0-9a-f]{5,}")
+# Log lines start with a timestamp, a pod and a process id: identities, not evidence.
+_LOG_PREFIX = re.compile(r"^\S+ \S+ \S+?\[\d+\]: ")
+_QUOTED = re.compile(r'"[^"]*"')
+_SPAN = re.compile(r" \d+ms (\S.*)$")
+
+
+def _magnitude(match: re.Match[str]) -> str:
+    text = match.group(0)
+    try:
+        value = float(text)
+    except ValueError:
+        return "#"
+    return "0" if value == 0 else f"~{math.floor(math.log(abs(value), 4))}"
+
+
+def shape(view: str, text: str) -> frozenset[str]:
+    """What of a view an engineer can tell apart from noise: for logs the distinct lines at WARN or
+    above with their numbers and quoted requests masked; for traces which service shows which status;
+    elsewhere the distinct lines with numbers by magnitude."""
+    lines = set()
+    for line in text.splitlines():
+        if view == "logs":
+            if level(line) in ("INFO", "LOG", ""):
+                continue
+            line = _QUOTED.sub('"…"', _TOKEN.sub("#", _LOG_PREFIX.sub("", line)))
+        elif view == "traces":
+            span = _SPAN.search(line)
+            line = "" if line.startswith("trace") or span is None else f"{line.split()[0]} {span.group(1)}"
+        elif view == "deploys":
+            line = _TOKEN.sub("#", line)
+        else:
+            line = _TOKEN.sub(_magnitude, line)
+        lines.add(line)
+    return frozenset(lines)
+
+
+class Episode:
+    """The full telemetry of an incident at the page, rendered on demand and kept."""
+
+    def __init__(self, incident: Incident, seed: int) -> None:
+        self.incident = incident
+        self.telemetry = Telemetry(World(incident), seed)
+        self._shapes: dict[tuple[View, str], frozenset[str]] = {}
+        self._pages: frozenset[tuple[str, str, str]] | None = None
+
+    def view(self, view: View, service: str) -> frozenset[str]:
+        key = (view, service)
+        if key not in self._shapes:
+            telemetry = self.telemetry
+            if view == "db" and self.incident.service(service).kind != "database":
+                text = ""
+            elif view == "metrics":
+                metrics = telemetry.metrics(service, 0)
+                text = "\n".join(
+                    f"{p.p99_ms} {p.error_rate} {p.rps} {p.cpu_pct} {p.memory_pct}" for p in metrics.history
+                )
+            else:
+                text = telemetry.look(view, service, 0).text
+            self._shapes[key] = shape(view, text)
+        return self._shapes[key]
+
+    def pages(self) -> frozenset[tuple[str, str, str]]:
+        if self._pages is None:
+            self._pages = frozenset(
+                (a.service, a.signal, _TOKEN.sub(_magnitude, f"{a.peak}")) for a in self.telemetry.alerts(0)
+            )
+        return self._pages
+
+
+def alternatives(incident: Incident) -> Iterator[tuple[str, Incident, tuple[str, ...]]]:
+    """(kind of hypothesis, the incident it describes, the services to compare first)."""
+    kinds = {s.name: s.kind for s in incident.services}
+    roots = {f.service for f in incident.faults}
+    for index, fault in enumerate(incident.faults):
+        for other in incident.services:
+            if other.name in roots or other.kind not in FAULTS[fault.type].kinds:
+                continue
+            moved = structs.replace(fault, service=other.name)
+            faults = [moved if i == index else f for i, f in enumerate(incident.faults)]
+            yield "another root", structs.replace(incident, faults=faults), (fault.service, other.name)
+        for name, kind in FAULTS.items():
+            if name == fault.type or kinds[fault.service] not in kind.kinds:
+                continue
+            changed = structs.replace(fault, type=name)
+            faults = [changed if i == index else f for i, f in enumerate(incident.faults)]
+            yield "another fault type", structs.replace(incident, faults=faults), (fault.service,)
+        if len(incident.faults) > 1:
+            fewer = [f for i, f in enumerate(incident.faults) if i != index]
+            yield "one fault fewer", structs.replace(incident, faults=fewer), (fault.service,)
+
+
+SEEDS = (0, 1)
+
+
+def contradicted(truth: tuple[Episode, Episode], alternative: Incident, first: tuple[str, ...]) -> bool:
+    """Whether some stable view of some service, or the pages, differ between the truth and an alternative."""
+    other = (Episode(alternative, SEEDS[0]), Episode(alternative, SEEDS[1]))
+    names = [*first, *(s.name for s in truth[0].incident.services if s.name not in first)]
+    for service in names:
+        for view in VIEWS:
+            if _apart(
+                (truth[0].view(view, service), truth[1].view(view, service)),
+                (other[0].view(view, service), other[1].view(view, service)),
+            ):
+                return True
+    return _apart((truth[0].pages(), truth[1].pages()), (other[0].pages(), other[1].pages()))
+
+
+Pair = tuple[frozenset[object], frozenset[object]]
+
+
+def _apart(truth: Pair, other: Pair) -> bool:
+    """A feature both renderings of one hypothesis show and neither of the other's."""
+    return bool((truth[0] & truth[1]) - (other[0] | other[1]) or (other[0] & other[1]) - (truth[0] | truth[1]))
+
+
+def survivors(incident: Incident) -> list[str]:
+    """The kinds of the alternative hypotheses nothing observable contradicts (empty: identifiable)."""
+    truth = (Episode(incident, SEEDS[0]), Episode(incident, SEEDS[1]))
+    return [kind for kind, alternative, first in alternatives(incident) if not contradicted(truth, alternative, first)]
+
+
+def survey(incidents: list[Incident]) -> tuple[float, Counter[str]]:
+    """The share of incidents that are identifiable, and how often each kind of hypothesis survived."""
+    failures: Counter[str] = Counter()
+    identifiable = 0
+    for incident in incidents:
+        left = survivors(incident)
+        identifiable += not left
+        failures.update(set(left))
+    return identifiable / max(1, len(incidents)), failures
