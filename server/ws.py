@@ -50,8 +50,9 @@ class SessionEndpoint:
         session = self.registry.open()
         if session is None:
             registry = self.registry
-            await websocket.send_text(protocol.capacity_text(registry.active, registry.capacity))
-            await websocket.close(CLOSE_NORMAL)
+            with contextlib.suppress(WebSocketDisconnect):
+                await websocket.send_text(protocol.capacity_text(registry.active, registry.capacity))
+            await _close(websocket, CLOSE_NORMAL, "")
             return
         try:
             closing = None
