@@ -35,7 +35,11 @@ class OriginPolicy:
         if origin is None or "*" in self.allowed or origin in self.allowed:
             return True
         # The scheme is not compared: behind a TLS proxy the page is https and the hop to us is not.
-        return urlsplit(origin).netloc.lower() == headers.get("host", "").lower()
+        # A proxy may name the public host in X-Forwarded-Host; a page cannot set that header on a
+        # WebSocket, nor on a POST without a CORS preflight, which this server never grants.
+        netloc = urlsplit(origin).netloc.lower()  # empty for "null" (sandboxed frames, files)
+        return bool(netloc) and netloc in (headers.get("host", "").lower(),
+                                           headers.get("x-forwarded-host", "").lower())
 
 
 def is_json(content_type: str) -> bool:

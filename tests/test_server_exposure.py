@@ -270,6 +270,8 @@ def test_other_origins_are_refused_on_posts_and_websockets(make_server: Any) -> 
         assert http.post("/reset", json={}, headers={"Origin": "https://evil.example"}).status_code == 403
         for origin in (f"http://{host}", "https://trusted.example"):
             assert http.post("/reset", json={}, headers={"Origin": origin}).status_code == 200
+        behind_proxy = {"Origin": "https://x.hf.space", "X-Forwarded-Host": "x.hf.space"}
+        assert http.post("/reset", json={}, headers=behind_proxy).status_code == 200
 
     async def handshake(origin: str | None) -> int:
         try:
