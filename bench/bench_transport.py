@@ -1,7 +1,7 @@
 """Transport benchmark on loopback: our server and client against stock OpenEnv and a raw floor.
 
 Every server runs in its own process, and every load generator in a process other than its server's:
-ours from this script, the stock client from the stock venv (`make test` builds `.venvs/openenv`).
+ours from this script, the stock client from the stock venv (`make test` builds `.venv/openenv`).
 
     .venv/bin/python bench/bench_transport.py            # about a minute and a half
     .venv/bin/python bench/bench_transport.py --quick    # a smoke run, a few seconds per row
@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 from serving import STOCK_DIR, process_on_socket  # noqa: E402  (the stock side, shared with the interop tests)
 
-STOCK_PYTHON = Path(os.environ.get("OPENENV_PYTHON", ROOT / ".venvs" / "openenv" / "bin" / "python"))
+STOCK_PYTHON = Path(os.environ.get("OPENENV_PYTHON", ROOT / ".venv" / "openenv" / "bin" / "python"))
 CONCURRENCY = (1, 16, 256)
 IDLE_SESSIONS = 1000
 WARM_UP = 50  # untimed steps before each timed sequence

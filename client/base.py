@@ -14,8 +14,8 @@ too. It improves on the stock client where that one is weak:
 * Server errors raise `ServerError` carrying OpenEnv's error code (`CapacityReached` for a full
   server, on every attempt); a closed socket raises `SessionClosed` with the close code and reason
   (1001 idle timeout, 1009 frame too big, 1011 no answer to pings, ...); a server that cannot be
-  reached raises `ConnectionFailed` with the URL. A server that stops answering pings is noticed
-  within the ping interval plus the ping timeout.
+  reached raises `ConnectionFailed` with the URL. A server that stops answering is noticed within
+  the ping interval plus twice the ping timeout (one for the pong, at most one for the close).
 """
 
 from __future__ import annotations

@@ -35,7 +35,11 @@ class OriginPolicy:
         if origin is None or "*" in self.allowed or origin in self.allowed:
             return True
         # The scheme is not compared: behind a TLS proxy the page is https and the hop to us is not.
-        return urlsplit(origin).netloc.lower() == headers.get("host", "").lower()
+        # A proxy may name the public host in X-Forwarded-Host; a page cannot set that header on a
+        # WebSocket, nor on a POST without a CORS preflight, which this server never grants.
+        netloc = urlsplit(origin).netloc.lower()  # empty for "null" (sandboxed frames, files)
+        return bool(netloc) and netloc in (headers.get("host", "").lower(),
+                                           headers.get("x-forwarded-host", "").lower())
 
 
 def is_json(content_type: str) -> bool:
@@ -65,11 +69,11 @@ class RequestGuard:
         if not self.origins.allows(headers):
             return 403, "cross-origin requests are not allowed from this origin"
         length = headers.get("content-length")
+        if length is not None and length.strip().isdigit() and int(length) > self.max_body_bytes:
+            return 413, f"the body is larger than the limit of {self.max_body_bytes} bytes"
         has_body = "transfer-encoding" in headers or (length is not None and length.strip() not in ("", "0"))
         if has_body and not is_json(headers.get("content-type", "")):
             return 415, "the body must be JSON, sent with Content-Type: application/json"
-        if length is not None and length.strip().isdigit() and int(length) > self.max_body_bytes:
-            return 413, f"the body is larger than the limit of {self.max_body_bytes} bytes"
         return None
 
     def _bounded(self, receive: Receive) -> Receive:

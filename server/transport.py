@@ -6,6 +6,7 @@
   descriptor forever: a few hundred of them exhaust the process's descriptors.
 * A text frame that is not UTF-8 closes the socket with 1007, as uvicorn does, but without logging
   a traceback per frame (a peer could fill the log at line rate).
+And the WebSocket protocol tells the app how many frames a socket has queued (fairness.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ import asyncio
 from h11._connection import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.http11 import Request
+
+from .fairness import BACKLOG_EXTENSION
 
 INVALID_DATA = 1007
 
@@ -67,6 +71,11 @@ class HttpProtocol(HttpToolsProtocol):
 
 
 class WebSocketProtocol(WebSocketsSansIOProtocol):
+    def handle_connect(self, event: Request) -> None:
+        super().handle_connect(event)
+        if self.handshake_initiated and not self.close_sent:
+            self.scope["extensions"][BACKLOG_EXTENSION] = self.queue.qsize  # type: ignore[index]
+
     def send_receive_event_to_app(self) -> None:
         if self.curr_msg_data_type == "text" and not self.close_sent:
             try:

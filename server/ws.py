@@ -4,7 +4,7 @@ A step is a short CPU-bound call (well under a millisecond), so it is called dir
 step (stock OpenEnv's per-session executor) costs about as much as the step and, under the GIL, buys
 no parallelism. What it does need is a yield to the event loop after every frame: frames a client
 pipelines are already queued, so without one a session would answer thousands of them in a row
-while every other session and HTTP request waited.
+while every other session and HTTP request waited (fairness.py: busy sessions take turns).
 Bad frames get an error frame and the session goes on, except the few that stock OpenEnv treats as
 fatal (FATAL_CODES), which close the socket after it.
 """
@@ -15,12 +15,12 @@ import contextlib
 import logging
 
 import anyio
-import anyio.lowlevel
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from service_incident.models import parse_action
 
 from . import mcp, protocol
+from .fairness import FairTurns, backlog
 from .guard import OriginPolicy
 from .http_episodes import reset
 from .protocol import ErrorCode, ProtocolError, core_error
@@ -39,6 +39,7 @@ class SessionEndpoint:
     def __init__(self, registry: SessionRegistry, origins: OriginPolicy) -> None:
         self.registry = registry
         self.origins = origins
+        self.turns = FairTurns()
 
     async def serve(self, websocket: WebSocket) -> None:
         if not self.origins.allows(websocket.headers):
@@ -49,8 +50,9 @@ class SessionEndpoint:
         session = self.registry.open()
         if session is None:
             registry = self.registry
-            await websocket.send_text(protocol.capacity_text(registry.active, registry.capacity))
-            await websocket.close(CLOSE_NORMAL)
+            with contextlib.suppress(WebSocketDisconnect):
+                await websocket.send_text(protocol.capacity_text(registry.active, registry.capacity))
+            await _close(websocket, CLOSE_NORMAL, "")
             return
         try:
             closing = None
@@ -66,6 +68,7 @@ class SessionEndpoint:
 
     async def _converse(self, websocket: WebSocket, session: Session) -> tuple[int, str] | None:
         """Answer frames until the peer leaves (None) or the server must close (code, reason)."""
+        queued = backlog(websocket.scope)
         while True:
             message = await websocket.receive()
             if message["type"] == "websocket.disconnect":
@@ -85,7 +88,7 @@ class SessionEndpoint:
             if reply is None:
                 return CLOSE_NORMAL, ""
             await websocket.send_text(reply)
-            await anyio.lowlevel.checkpoint()
+            await self.turns.after_frame(queued() if queued else 0)
 
 
 def answer(session: Session, text: str) -> str | None:

@@ -22,7 +22,7 @@ from service_incident.server.sessions import Clock
 from service_incident.server.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
-OPENENV_PYTHON = Path(os.environ.get("OPENENV_PYTHON", ROOT / ".venvs" / "openenv" / "bin" / "python"))
+OPENENV_PYTHON = Path(os.environ.get("OPENENV_PYTHON", ROOT / ".venv" / "openenv" / "bin" / "python"))
 
 
 @contextmanager

@@ -51,7 +51,7 @@ print(json.dumps({"failure": evidence.failure_reason, "exchanges": len(evidence.
 
 def package_copy(destination: Path) -> Path:
     """The files git would publish. `openenv validate` hashes every file under the package and
-    refuses symlinks, which the local venvs (.venvs/) are full of."""
+    refuses symlinks, which the local venvs (.venv/) are full of."""
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT, capture_output=True, check=True,

@@ -270,6 +270,8 @@ def test_other_origins_are_refused_on_posts_and_websockets(make_server: Any) -> 
         assert http.post("/reset", json={}, headers={"Origin": "https://evil.example"}).status_code == 403
         for origin in (f"http://{host}", "https://trusted.example"):
             assert http.post("/reset", json={}, headers={"Origin": origin}).status_code == 200
+        behind_proxy = {"Origin": "https://x.hf.space", "X-Forwarded-Host": "x.hf.space"}
+        assert http.post("/reset", json={}, headers=behind_proxy).status_code == 200
 
     async def handshake(origin: str | None) -> int:
         try:
@@ -380,3 +382,41 @@ async def test_a_pipelining_client_does_not_hold_up_its_neighbour(server_url: st
             answered_after = received
             await reader
     assert answered_after < frames // 10, f"the neighbour waited for {answered_after} of {frames} frames"
+
+
+async def test_many_pipelining_clients_take_turns_behind_a_neighbour(make_server: Any) -> None:
+    """With 20 clients pipelining, round robin would make a neighbour wait for one frame of each of
+    them; pipelining sessions take turns instead, so it waits for about one frame in all."""
+    url = make_server(max_concurrent_envs=32)
+    pipeliners, frames = 20, 60
+    sockets = [await connect(ws_url(url)) for _ in range(pipeliners)]
+    async with connect(ws_url(url)) as neighbour:
+        await neighbour.send('{"type": "reset"}')
+        await neighbour.recv()
+        received = 0
+        busy = asyncio.Event()
+
+        async def read_all(ws: Any) -> None:
+            nonlocal received
+            for _ in range(frames):
+                await ws.recv()
+                received += 1
+                if received >= pipeliners:
+                    busy.set()
+
+        readers = [asyncio.create_task(read_all(ws)) for ws in sockets]
+        for ws in sockets:
+            for seed in range(frames):
+                await ws.send(json.dumps({"type": "reset", "data": {"task_id": "gen_expert", "seed": seed}}))
+        waits = []
+        async with asyncio.timeout(120):
+            await busy.wait()
+            for _ in range(5):
+                before = received
+                await neighbour.send('{"type": "state"}')
+                await neighbour.recv()
+                waits.append(received - before)
+            await asyncio.gather(*readers)
+    for ws in sockets:
+        await ws.close()
+    assert sorted(waits)[2] < pipeliners // 2, f"pipelined replies sent while the neighbour waited: {waits}"
