@@ -356,7 +356,8 @@ _action_decoder = msgspec.json.Decoder(Action)
 def parse_action(payload: Any) -> Action:
     """Validate a decoded JSON object (or raw JSON bytes/str) into a typed action.
 
-    Objects in the seed environments' vocabularies (keyed by `action_type`) are translated first.
+    Objects in the legacy vocabularies of the root-cause and response systems (keyed by `action_type`)
+    are translated first.
     """
     try:
         if isinstance(payload, bytes | str):

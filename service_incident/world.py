@@ -27,7 +27,7 @@ from .incidents import Distraction, FaultSpec, Incident
 from .models import Severity
 from .topology import KINDS, dependency_order
 
-Health = Literal["ok", "degraded", "down"]
+ServiceHealth = Literal["ok", "degraded", "down"]
 Outcome = Literal["heals", "relief", "disruption", "no_effect"]
 # How calls to a dependency fail from the caller's side.
 Cause = Literal["error", "refused", "rejected", "write", "timeout", "breaker"]
@@ -120,7 +120,7 @@ class ServiceState:
     rps: float
     cpu_pct: float
     memory_pct: float
-    health: Health
+    health: ServiceHealth
     # The share of calls to this service that fail from a caller's side, and how they fail.
     call_failure: float
     mode: FailureMode
@@ -489,7 +489,7 @@ class World:
             memory = node.memory_pct * (1.0 + 0.3 * noise * w1)
             own_ok = (1.0 - node.error_rate * (1.0 + w1)) * (1.0 - shed_share)
             silent = 0.0
-            health: Health | None = None
+            health: ServiceHealth | None = None
             mode: FailureMode = "error"
             strongest = 0.0
             for kind, strength in faults:
@@ -617,7 +617,7 @@ def rubric(error_rate: float, latency_ms: float, data_at_risk: bool) -> Severity
     return "P2"
 
 
-def _health(error_rate: float, p99_ms: float, healthy_p99_ms: float) -> Health:
+def _health(error_rate: float, p99_ms: float, healthy_p99_ms: float) -> ServiceHealth:
     if error_rate >= 0.9:
         return "down"
     if error_rate >= P1_ERROR_RATE or p99_ms >= 3 * healthy_p99_ms + 200:
