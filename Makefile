@@ -7,9 +7,6 @@ PY := $(VENV)/bin/python
 # inside .venv because tools that walk the tree (`openenv validate`, Docker contexts) skip .venv.
 OPENENV_VENV := $(VENV)/openenv
 
-$(VENV)/.installed: EXTRAS := test
-$(OPENENV_VENV)/.installed: EXTRAS := interop
-
 # A venv is known by the interpreter it runs: its base installation and version. One that another
 # Python made (or whose Python is gone) is rebuilt rather than reused.
 PYTHON_ID := import sys; print(sys.base_prefix, *sys.version_info[:2])
@@ -24,13 +21,26 @@ ifneq ($(shell $(OPENENV_VENV)/bin/python -c '$(PYTHON_ID)' 2>/dev/null),$(WANTE
 $(OPENENV_VENV)/.installed: rebuild
 endif
 
+# $(call venv,DIR): DIR holds a venv of $(PYTHON) with a current pip, made anew if another Python made it.
+define venv
+	@echo "setting up $(1)" >&2
+	@if [ "$$($(1)/bin/python -c '$(PYTHON_ID)' 2>/dev/null)" != "$(WANTED_ID)" ]; then \
+		rm -rf $(1) && $(PYTHON) -m venv $(1); fi
+	@$(1)/bin/python -m pip install -q --upgrade pip >&2
+endef
+
 # Setting up says nothing on stdout: `make run`'s stdout carries only inference.py's contract lines.
-%/.installed: pyproject.toml
-	@echo "setting up $*" >&2
-	@if [ "$$($*/bin/python -c '$(PYTHON_ID)' 2>/dev/null)" != "$(WANTED_ID)" ]; then \
-		rm -rf $* && $(PYTHON) -m venv $*; fi
-	@$*/bin/python -m pip install -q --upgrade pip >&2
-	@$*/bin/python -m pip install -q -e '.[$(EXTRAS)]' >&2
+$(VENV)/.installed: pyproject.toml
+	$(call venv,$(VENV))
+	@$(PY) -m pip install -q -e '.[test]' >&2
+	@touch $@
+
+# The `interop` extra's list, then the project without its dependencies (see pyproject.toml).
+INTEROP := import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["interop"])
+$(OPENENV_VENV)/.installed: pyproject.toml
+	$(call venv,$(OPENENV_VENV))
+	@$(OPENENV_VENV)/bin/python -m pip install -q $$($(PYTHON) -c '$(INTEROP)') >&2
+	@$(OPENENV_VENV)/bin/python -m pip install -q --no-deps -e . >&2
 	@touch $@
 
 # The browser tests (tests/test_web_page.py) drive Debian's Chromium through its chromedriver, which
@@ -39,7 +49,7 @@ endif
 # driver download: browsers are only to be had from Debian's packages here.
 BROWSER_PACKAGES := chromium chromium-driver fonts-dejavu-core
 
-.PHONY: run test lint browser clean rebuild
+.PHONY: run test lint docs browser clean rebuild
 browser:
 	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -56,9 +66,13 @@ run: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
 
+# The generated tables of README.md and docs/*.md, rewritten from the definitions.
+docs: $(VENV)/.installed
+	$(PY) -m service_incident.harness.docs
+
 # tests/conftest.py finds the stock OpenEnv venv through OPENENV_PYTHON.
 test: lint $(OPENENV_VENV)/.installed browser
-	OPENENV_PYTHON=$(OPENENV_VENV)/bin/python $(PY) -m pytest -q
+	OPENENV_PYTHON=$(abspath $(OPENENV_VENV))/bin/python $(PY) -m pytest -q
 
 # Everything the targets above and the tests leave behind; tracked files are never touched.
 clean:

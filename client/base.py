@@ -70,10 +70,11 @@ class CapacityReached(ServerError):
 
 
 class SessionClosed(EnvClientError, ConnectionError):
-    """The socket is closed; `reset()` opens a new session, other calls need one."""
+    """The socket is closed, by the server or by the client giving up on it (a ping unanswered, a
+    reply that never came); `reset()` opens a new session, other calls need one."""
 
     def __init__(self, code: int | None, reason: str) -> None:
-        super().__init__(f"session closed by the server (code {code}{': ' + reason if reason else ''})")
+        super().__init__(f"session closed (code {code}{': ' + reason if reason else ''})")
         self.code = code
         self.reason = reason
 
@@ -294,7 +295,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 raise NoReply(f"no reply from {self.url} within {self.message_timeout_s:g} s") from None
             except ConnectionClosed as closed:
                 self._ws = None
-                frame = closed.rcvd
+                frame = closed.rcvd or closed.sent  # the server's close, else ours (1011: no pong)
                 self._lost = SessionClosed(frame.code if frame else None, frame.reason if frame else "")
                 raise self._lost from None
         try:

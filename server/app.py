@@ -49,7 +49,8 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
     episodes = EpisodeStore(settings.http_max_episodes, settings.http_max_episodes_per_client,
                             settings.http_episode_idle_timeout_s, clock)
     api = HttpApi(episodes, registry, _implicit_policy(settings))
-    mcp = McpEndpoint(api.openenv_mcp, settings.http_max_episodes, settings.http_episode_idle_timeout_s)
+    mcp = McpEndpoint(api.openenv_mcp, settings.http_max_episodes, settings.http_episode_idle_timeout_s, clock,
+                      settings.http_max_body_bytes)
     interval = min(settings.session_idle_timeout_s, settings.http_episode_idle_timeout_s) / 4
     interval = min(max(interval, _REAP_MIN_S), _REAP_MAX_S)
 

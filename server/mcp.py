@@ -1,8 +1,8 @@
 """The actions as MCP tools: the Model Context Protocol at `/mcp`, and OpenEnv's JSON-RPC dialect of it.
 
 MCP clients (the official SDKs, IDEs, agent frameworks) speak streamable HTTP: `initialize`, then
-requests that carry the `Mcp-Session-Id` it issued. The official `mcp` SDK serves that part (sessions,
-`ping`, notifications answered 202, DELETE, body limits); here each session owns one episode, which
+requests that carry the `Mcp-Session-Id` it issued. The official `mcp` SDK (the `mcp` extra) serves
+that part (sessions, `ping`, notifications answered 202, DELETE); here each session owns one episode, which
 its `reset` tool starts and its action tools play. Tool text is what the action revealed, not the
 whole observation again; the structured result is the step's full payload. Protocol revisions
 without a handshake (2026-07-28 on) have no session that could own an episode, so their discovery
@@ -24,15 +24,21 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-import mcp.types as sdk
 import msgspec
-from mcp.server.lowlevel import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.shared.exceptions import MCPError
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from msgspec import UNSET, Struct, UnsetType
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
+
+try:
+    import mcp.types as sdk
+    from mcp.server.lowlevel import Server
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.shared.exceptions import MCPError
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+except ImportError:
+    # The `mcp` extra (SDK 2.x) is not installed, as beside stock OpenEnv, which pins the 1.x SDK:
+    # /mcp then speaks OpenEnv's dialect only, and says how to get MCP sessions.
+    sdk = None
 
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.integrations.text import TextEpisode
@@ -52,8 +58,6 @@ UNSUPPORTED_PROTOCOL_VERSION = -32022
 SERVER_NAME = "service_incident"
 SESSION_HEADER = b"mcp-session-id"
 VERSION_HEADER = b"mcp-protocol-version"
-# The largest JSON-RPC request read for OpenEnv's dialect; the SDK bounds its own requests the same.
-MAX_BODY_BYTES = 4 * 1024 * 1024
 
 log = logging.getLogger(__name__)
 
@@ -111,9 +115,7 @@ def parse_error(message: str) -> RpcResponse:
 
 def handle(request: Any, env_for: EnvResolver, episodes: EpisodeStore | None = None) -> RpcResponse:
     """Answer one request of OpenEnv's dialect. `episodes` enables its session methods (HTTP only)."""
-    request_id = request.get("id") if isinstance(request, dict) else None
-    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
-        request_id = None
+    request_id = _request_id(request)
     try:
         try:
             call = msgspec.convert(request, RpcRequest)
@@ -171,31 +173,33 @@ def _call_tool(params: dict[str, Any], env_for: EnvResolver) -> dict[str, Any]:
 class _Entry:
     __slots__ = ("episode", "last_active")
 
-    def __init__(self) -> None:
+    def __init__(self, now: float) -> None:
         self.episode = TextEpisode()
-        self.last_active = time.monotonic()
+        self.last_active = now
 
 
-class McpEpisodes:
+class SessionEpisodes:
     """The episode each MCP session owns: bounded in number (least recently used evicted first) and
     in idle time, like the SDK's sessions themselves."""
 
-    def __init__(self, max_episodes: int, idle_timeout_s: float) -> None:
+    def __init__(self, max_episodes: int, idle_timeout_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.max_episodes = max_episodes
         self.idle_timeout_s = idle_timeout_s
+        self.clock = clock
         self._episodes: OrderedDict[str, _Entry] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._episodes)
 
     def of(self, session_id: str) -> TextEpisode:
+        now = self.clock()
         entry = self._episodes.get(session_id)
         if entry is None:
-            self.expire(time.monotonic())
-            entry = self._episodes[session_id] = _Entry()
+            self.expire(now)
+            entry = self._episodes[session_id] = _Entry(now)
             while len(self._episodes) > self.max_episodes:
                 self.close(next(iter(self._episodes)))
-        entry.last_active = time.monotonic()
+        entry.last_active = now
         self._episodes.move_to_end(session_id)
         return entry.episode
 
@@ -218,9 +222,19 @@ class McpEndpoint:
     Serve it inside `running()`, which runs the SDK's session manager.
     """
 
-    def __init__(self, openenv: OpenEnvDialect, max_sessions: int, idle_timeout_s: float) -> None:
+    def __init__(
+        self,
+        openenv: OpenEnvDialect,
+        max_sessions: int,
+        idle_timeout_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        max_body_bytes: int = 1024 * 1024,
+    ) -> None:
         self.openenv = openenv
-        self.mcp_episodes = McpEpisodes(max_sessions, idle_timeout_s)
+        self.mcp_episodes = SessionEpisodes(max_sessions, idle_timeout_s, clock)
+        self.manager: StreamableHTTPSessionManager | None = None
+        if sdk is None:
+            return
         self.handshake_versions = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
         tools = [
             sdk.Tool(name=spec.name, description=spec.description, input_schema=spec.input_schema)
@@ -246,11 +260,14 @@ class McpEndpoint:
             json_response=True,
             session_idle_timeout=idle_timeout_s,
             max_sessions=max_sessions,
-            max_request_body_size=MAX_BODY_BYTES,
+            max_request_body_size=max_body_bytes,
         )
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
+        if self.manager is None:
+            yield
+            return
         async with self.manager.run():
             yield
 
@@ -258,38 +275,37 @@ class McpEndpoint:
         manager = self.manager
         headers = dict(scope["headers"])
         session_id = headers.get(SESSION_HEADER)
-        if scope["method"] != "POST" or session_id is not None:
+        if manager is None and (scope["method"] != "POST" or session_id is not None):
+            await _reply(send, 405 if scope["method"] != "POST" else 404, _WITHOUT_SDK)
+            return
+        if manager is not None and (scope["method"] != "POST" or session_id is not None):
             await manager.handle_request(scope, receive, send)
             if scope["method"] == "DELETE" and session_id is not None:
                 self.mcp_episodes.close(session_id.decode("latin-1"))
             return
         body = await _read_body(receive)
-        if body is None:
-            await _reply(send, 413, RpcResponse("2.0", None, error=RpcError(INVALID_REQUEST, "Request too large")))
-            return
-        version = headers.get(VERSION_HEADER, b"").decode("latin-1")
-        if version and version not in self.handshake_versions:
-            await _reply(send, 400, self._unsupported(body, version))
-            return
         try:
             request = decode_json(body)
         except ProtocolError as error:
             await _reply(send, 200, parse_error(error.message))
             return
+        version = headers.get(VERSION_HEADER, b"").decode("latin-1")
+        if manager is not None and version and version not in self.handshake_versions:
+            await _reply(send, 400, self._unsupported(request, version))
+            return
         if isinstance(request, dict) and request.get("method") == "initialize":
+            if manager is None:
+                await _reply(send, 200, msgspec.structs.replace(_WITHOUT_SDK, id=_request_id(request)))
+                return
             await manager.handle_request(scope, _replay(body, receive), send)
             return
         await _reply(send, 200, self.openenv(Request(scope), request))
 
-    def _unsupported(self, body: bytes, version: str) -> RpcResponse:
-        try:
-            request_id = msgspec.json.decode(body, type=dict[str, Any]).get("id")
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            request_id = None
+    def _unsupported(self, request: Any, version: str) -> RpcResponse:
         supported = sorted(self.handshake_versions)
         message = f"Protocol version {version} is not served: sessions need the initialize handshake"
         error = RpcError(UNSUPPORTED_PROTOCOL_VERSION, message, {"supported": supported, "requested": version})
-        return RpcResponse("2.0", request_id if isinstance(request_id, str | int) else None, error=error)
+        return RpcResponse("2.0", _request_id(request), error=error)
 
     async def _call_tool(self, ctx: Any, params: Any) -> Any:
         request = ctx.request
@@ -320,6 +336,18 @@ class McpEndpoint:
         )
 
 
+_WITHOUT_SDK = RpcResponse(
+    "2.0",
+    None,
+    error=RpcError(METHOD_NOT_FOUND, "MCP sessions need the official SDK: pip install 'openenv-service-incident[mcp]'"),
+)
+
+
+def _request_id(request: Any) -> RequestId:
+    request_id = request.get("id") if isinstance(request, dict) else None
+    return request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
+
+
 def _version() -> str:
     return importlib.metadata.version("openenv-service-incident")
 
@@ -328,19 +356,14 @@ def _mcp_error(code: int, message: str) -> Exception:
     return MCPError(code=code, message=message)
 
 
-async def _read_body(receive: Receive) -> bytes | None:
-    """The request body, or None once it passes MAX_BODY_BYTES."""
+async def _read_body(receive: Receive) -> bytes:
+    """The whole request body; the app's request guard bounds its size."""
     chunks: list[bytes] = []
-    size = 0
     while True:
         message = await receive()
         if message["type"] != "http.request":
             return b"".join(chunks)
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            return None
-        chunks.append(chunk)
+        chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(chunks)
 

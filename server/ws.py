@@ -11,6 +11,7 @@ fatal (FATAL_CODES), which close the socket after it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import anyio
@@ -52,7 +53,9 @@ class SessionEndpoint:
             await websocket.close(CLOSE_NORMAL)
             return
         try:
-            with session.scope:
+            closing = None
+            # WebSocketDisconnect: the peer left while a reply was on its way; nobody to tell.
+            with session.scope, contextlib.suppress(WebSocketDisconnect):
                 closing = await self._converse(websocket, session)
             if session.scope.cancelled_caught:
                 closing = (CLOSE_GOING_AWAY, f"session idle for more than {self.registry.idle_timeout_s:g} s")

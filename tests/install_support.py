@@ -39,7 +39,10 @@ def fresh_copy(destination: Path) -> Path:
 
 def environment() -> dict[str, str]:
     """This process's environment without what would steer the commands under test elsewhere."""
-    steering = {*CONFIG_VARIABLES, "PYTHONPATH", "VIRTUAL_ENV", "OPENENV_PYTHON", "VENV", "PYTHON"}
+    # MAKELEVEL and MAKEFLAGS would make a `make` run by a test (under `make test`) a sub-make, which
+    # prints "Entering directory" on stdout.
+    steering = {*CONFIG_VARIABLES, "PYTHONPATH", "VIRTUAL_ENV", "OPENENV_PYTHON", "VENV", "PYTHON", "MAKELEVEL",
+                "MAKEFLAGS", "MFLAGS"}
     return {k: v for k, v in os.environ.items() if k not in steering}
 
 

@@ -7,7 +7,9 @@ import contextlib
 import json
 from typing import Any
 
+import httpx
 import pytest
+from serving import ManualClock, eventually
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.http11 import Request
 
@@ -81,10 +83,13 @@ async def test_capacity_reached_is_its_own_exception(make_server: Any) -> None:
 
 
 async def test_idle_close_is_reported_and_reset_reconnects(make_server: Any) -> None:
-    url = make_server(session_idle_timeout_s=0.5)
+    clock = ManualClock()
+    url = make_server(clock=clock, session_idle_timeout_s=0.2)
     async with ServiceIncidentEnv(url) as env:
         await env.reset(seed=4)
-        await asyncio.sleep(1.0)
+        clock.advance(0.3)
+        await asyncio.to_thread(eventually, lambda: httpx.get(f"{url}/health").json()["active_sessions"] == 0,
+                                "the idle session reaped")
         with pytest.raises(SessionClosed) as caught:
             await env.step(InspectLogs(target="db"))
         assert caught.value.code == 1001 and "idle" in caught.value.reason

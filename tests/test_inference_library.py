@@ -10,8 +10,10 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from inference_support import EXPERT_FLOOR
 from openai.types.chat import ChatCompletionMessage
 
+from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.harness import report
 from service_incident.harness.agents import REFERENCE_AGENTS
 from service_incident.harness.evaluation import (
@@ -27,12 +29,26 @@ from service_incident.harness.evaluation import (
     reference_policy,
     transcript,
 )
-from service_incident.harness.llm import InvalidReply, LLMSettings, MissingApiKey, parse_reply
+from service_incident.harness.llm import (
+    InvalidReply,
+    LLMSettings,
+    MissingApiKey,
+    delta_prompt,
+    parse_reply,
+    user_prompt,
+)
 from service_incident.harness.session import InProcess, Session, WebSocket
-from service_incident.models import Action, Declare, DeclareRootCauses, InspectLogs, Observation, ResetRequest
+from service_incident.models import (
+    Action,
+    CheckHealth,
+    Declare,
+    DeclareRootCauses,
+    InspectLogs,
+    Observation,
+    ResetRequest,
+)
 from service_incident.tasks import TASKS
 
-EXPERT_FLOOR = 0.85
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 
 
@@ -234,3 +250,19 @@ def test_llm_settings_come_from_the_usual_variables() -> None:
     assert LLMSettings.from_env({"HF_TOKEN": "h", "API_KEY": "a"}).api_key == "h"
     with pytest.raises(MissingApiKey, match="HF_TOKEN"):
         LLMSettings.from_env({"API_KEY": ""})
+
+
+def test_prompts_print_text_views_as_they_read_and_a_chat_turn_only_what_changed() -> None:
+    env = ServiceIncidentEnvironment()
+    reset = env.reset(task_id="gen_easy", seed=3)
+    [(first, _)] = reset.visible_logs.items()
+    other = next(s for s in reset.services if s != first)
+    after = env.step(CheckHealth(target=other))
+    whole = user_prompt(after)
+    assert f"--- logs of {first} ---\n{after.visible_logs[first]}" in whole
+    assert f"--- health of {other} ---\n{after.visible_health[other]}" in whole
+    turn = delta_prompt(reset, after)
+    assert f"--- health of {other} ---" in turn and f"--- logs of {first} ---" not in turn
+    assert '"topology"' not in turn and '"topology"' in whole
+    for prompt in (whole, turn):
+        assert '"reward"' not in prompt and '"metadata"' not in prompt and '"score"' not in prompt

@@ -197,7 +197,8 @@ def test_json_mode_and_one_prompt_mode_resend_the_whole_observation(tmp_path: Pa
         return text(json.dumps({"action": "declare", "target": observation["services"][0], "severity": "P2"}))
 
     stub = ScriptedOpenAI({}, fallback=inspect_then_declare)
-    result, _ = run_llm(tmp_path, stub, "--tasks", "medium", "--episodes", "1", "--llm-reply", "json")
+    result, _ = run_llm(tmp_path, stub, "--tasks", "medium", "--episodes", "1", "--llm-reply", "json",
+                        "--in-process")
     assert result.returncode == 0, result.stderr
     first, second = stub.requests[incident]
     assert first["response_format"] == {"type": "json_object"} and "tools" not in first
@@ -223,7 +224,7 @@ def test_the_token_limit_goes_under_the_name_the_endpoint_accepts(tmp_path: Path
         return declare_first_service(request)
 
     stub = ScriptedOpenAI({}, fallback=reasoning_model)
-    result, _ = run_llm(tmp_path, stub, "--tasks", "easy", "--episodes", "3", "--concurrency", "1")
+    result, _ = run_llm(tmp_path, stub, "--tasks", "easy", "--episodes", "3", "--concurrency", "1", "--in-process")
     assert result.returncode == 0, result.stderr
     assert seen == [{"max_tokens"}, {"max_completion_tokens"}, {"max_completion_tokens"}, {"max_completion_tokens"}]
     assert "token limit sent as `max_completion_tokens`" in (tmp_path / "report.md").read_text()
@@ -231,7 +232,8 @@ def test_the_token_limit_goes_under_the_name_the_endpoint_accepts(tmp_path: Path
 
 def test_a_failing_model_endpoint_is_reported_and_counted_apart(tmp_path: Path) -> None:
     stub = ScriptedOpenAI({}, fallback=failure(503))
-    result, api = run_llm(tmp_path, stub, "--tasks", "easy", "--episodes", "5", "--concurrency", "1")
+    result, api = run_llm(tmp_path, stub, "--tasks", "easy", "--episodes", "5", "--concurrency", "1",
+                          "--in-process")
     assert result.returncode == 1
     episodes = parse_transcript(result.stdout)
     assert len(episodes) == 5 and all(e.steps == [] for e in episodes)
@@ -245,3 +247,17 @@ def test_a_failing_model_endpoint_is_reported_and_counted_apart(tmp_path: Path) 
     assert {r.failure for r in records} == {"model"}
     assert "| stub-model | 0 | - |" in (tmp_path / "report.md").read_text()
     assert "stub-model: no episode measured the agent; not counted: 5 model" in result.stderr
+
+
+def test_a_refused_request_fails_its_episode_but_the_endpoint_is_still_called(tmp_path: Path) -> None:
+    too_long = (400, {"error": {"message": "This model's maximum context length is 8192 tokens.",
+                                "type": "invalid_request_error", "code": "context_length_exceeded"}}, {})
+    stub = ScriptedOpenAI({}, fallback=too_long)
+    result, _ = run_llm(tmp_path, stub, "--tasks", "easy", "--episodes", "5", "--concurrency", "1",
+                        "--in-process")
+    assert result.returncode == 1
+    # Not retried, and each episode still asks: a request refused says nothing of the next one.
+    assert sorted(stub.statuses.values()) == [[400]] * 5
+    records = decode((tmp_path / "episodes.jsonl").read_bytes())
+    assert [r.failure for r in records] == ["model"] * 5
+    assert all("BadRequestError (HTTP 400)" in (r.error or "") for r in records)

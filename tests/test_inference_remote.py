@@ -38,7 +38,7 @@ def test_an_unreachable_server_is_reported_with_its_reason_and_nothing_is_played
                            env={"ENV_URL": "http://127.0.0.1:9"})
     assert (result.returncode, result.stdout) == (1, "")
     assert "cannot reach the environment at http://127.0.0.1:9: " in result.stderr
-    assert "Connect" in result.stderr.splitlines()[-1]  # the reason: the connection was refused
+    assert "cannot open a session at ws://127.0.0.1:9/ws: " in result.stderr  # the client says why
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
 

@@ -1,4 +1,4 @@
-"""The Makefile's housekeeping: `make clean` leaves a fresh checkout; a venv of another Python is rebuilt."""
+"""The Makefile: `make run` on a fresh copy, a venv of another Python rebuilt, `make clean`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from inference_support import parse_transcript
 from install_support import environment, fresh_copy, run
+
+from service_incident.tasks import TASKS
 
 LEFT_BEHIND = (".venv/lib/site.py", ".venv/openenv/.installed", ".venvs/openenv/.installed", "build/lib/x.py",
                "results/episodes.jsonl", "test-artifacts/web/play.png", ".pytest_cache/README.md",
@@ -56,12 +59,28 @@ def test_a_venv_of_another_python_is_out_of_date(tmp_path: Path) -> None:
     assert not up_to_date(checkout, ".venv/.installed")
 
 
+@pytest.fixture(scope="module")
+def made_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The Quickstart's first command on a fresh copy whose .venv another Python made."""
+    checkout = fresh_copy(tmp_path_factory.mktemp("checkout"))
+    foreign_venv(checkout)
+    return checkout, run(["make", "run"], cwd=checkout).stdout
+
+
 @pytest.mark.slow
-def test_a_venv_of_another_python_is_rebuilt(tmp_path: Path) -> None:
-    checkout = fresh_copy(tmp_path)
-    venv = foreign_venv(checkout)
-    run(["make", ".venv/.installed"], cwd=checkout)
+def test_make_run_rebuilds_a_venv_of_another_python(made_run: tuple[Path, str]) -> None:
+    checkout, _ = made_run
+    venv = checkout / ".venv"
     assert not (venv / "left-by-the-old-python").exists()
     assert run([venv / "bin" / "python", "-c", "import sys, service_incident; print(sys.version_info >= (3, 11))"],
                cwd=checkout).stdout.strip() == "True"
     assert up_to_date(checkout, ".venv/.installed")
+
+
+@pytest.mark.slow
+def test_make_run_prints_only_the_evaluation_contract(made_run: tuple[Path, str]) -> None:
+    checkout, stdout = made_run
+    played = parse_transcript(stdout)
+    assert len(played) == sum(len(task.incidents) for task in TASKS.values())
+    assert all(line.startswith(("[START] ", "[STEP] ", "[END] ")) for line in stdout.splitlines())
+    assert (checkout / "results" / "report.md").is_file()

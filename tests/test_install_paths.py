@@ -120,6 +120,14 @@ def test_the_dataset_validates(wheel: Install, checkout: Path, elsewhere: Path, 
     assert "| expert | 20 |" in result.stdout
 
 
+def test_the_evaluation_command_is_installed(wheel: Install, elsewhere: Path) -> None:
+    result = run([wheel.bin / "service-incident-evaluate", "--tasks", "easy,gen_hard", "--episodes", "2"],
+                 cwd=elsewhere)
+    played = sorted(episode.task for episode in parse_transcript(result.stdout))
+    assert played == sorted(f"{task}/{incident}" for task in ("easy", "gen_hard")
+                            for incident in TASKS[task].incidents[:2])
+
+
 def test_the_dataset_command_is_installed(wheel: Install, elsewhere: Path) -> None:
     assert "identical to a fresh build" in run([wheel.bin / "service-incident-dataset", "validate", "--seeds", "5"],
                                                cwd=elsewhere).stdout

@@ -15,10 +15,14 @@ from conftest import running_server
 from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from serving import serving
 
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.integrations import text
 from service_incident.models import ACTION_NAMES, parse_action
+from service_incident.server.app import create_app
+from service_incident.server.mcp import SessionEpisodes
+from service_incident.server.settings import Settings
 
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 INITIALIZE = {
@@ -146,7 +150,32 @@ def test_openenv_requests_without_a_session_keep_their_dialect(mcp_url: str) -> 
     with httpx.Client(base_url=mcp_url.removesuffix("/mcp"), timeout=5) as http:
         validator = http.post("/mcp", json={})
         listing = _post(http, {"jsonrpc": "2.0", "id": 5, "method": "tools/list"})
-        too_big = http.post("/mcp", content=b" " * (4 * 1024 * 1024 + 1))
+        oversize = b" " * (Settings().http_max_body_bytes + 1)
+        too_big = http.post("/mcp", content=oversize, headers={"Content-Type": "application/json"})
     assert validator.status_code == 200 and validator.json()["error"]["code"] == -32600
     assert [tool["name"] for tool in listing.json()["result"]["tools"]] == list(ACTION_NAMES)
     assert too_big.status_code == 413
+
+
+def test_session_episodes_are_bounded_in_number_and_idle_time() -> None:
+    now = [0.0]
+    store = SessionEpisodes(max_episodes=2, idle_timeout_s=10.0, clock=lambda: now[0])
+    store.of("a").reset(task_id="easy", seed=1)
+    store.of("b")
+    store.of("c")  # over capacity: the least recently used goes
+    assert len(store) == 2 and store.of("a").observation is None
+    now[0] = 11.0
+    store.of("d")  # "c" and "a" have been idle too long
+    assert len(store) == 1
+
+
+async def test_ending_a_session_ends_its_episode() -> None:
+    config = Settings.load(environ={}, log_level="warning")
+    app = create_app(config)
+    (endpoint,) = [route.endpoint for route in app.routes if getattr(route, "path", None) == "/mcp"]
+    with serving(app) as url:
+        async with Client(f"{url}/mcp") as client:
+            await client.call_tool("reset", {"task_id": "easy", "seed": 1})
+            assert len(endpoint.mcp_episodes) == 1
+        # Leaving the client's context sends DELETE for its session.
+        assert len(endpoint.mcp_episodes) == 0

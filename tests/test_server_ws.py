@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from serving import ManualClock
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
@@ -208,10 +209,12 @@ async def test_capacity_reached_then_close_and_the_slot_comes_back(make_server: 
 
 
 async def test_idle_session_is_closed_and_its_slot_freed(make_server: Any) -> None:
-    url = make_server(max_concurrent_envs=1, session_idle_timeout_s=0.5)
+    clock = ManualClock()
+    url = make_server(clock=clock, max_concurrent_envs=1, session_idle_timeout_s=0.2)
     ws = await open_ws(url)
     await ask(ws, {"type": "reset", "data": EPISODE})
     assert health(url)["active_sessions"] == 1
+    clock.advance(0.3)
     assert await closed_with(ws) == 1001
     assert "idle" in ws.close_reason
     assert health(url)["active_sessions"] == 0
@@ -220,11 +223,12 @@ async def test_idle_session_is_closed_and_its_slot_freed(make_server: Any) -> No
 
 
 async def test_an_active_session_is_not_reaped(make_server: Any) -> None:
-    url = make_server(session_idle_timeout_s=0.8)
+    clock = ManualClock()
+    url = make_server(clock=clock, session_idle_timeout_s=0.2)
     async with await open_ws(url) as ws:
         await ask(ws, {"type": "reset", "data": EPISODE})
-        for _ in range(12):  # 1.2 s in all, past the idle deadline
-            await asyncio.sleep(0.1)
+        for _ in range(12):  # 1.2 s in all, far past the idle deadline, never 0.2 s without a frame
+            clock.advance(0.1)
             assert (await ask(ws, {"type": "state"}))["type"] == "state"
 
 

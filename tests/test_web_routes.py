@@ -43,7 +43,8 @@ def test_assets_are_served_with_their_type_and_revalidated(http: httpx.Client, n
     assert response.headers["content-type"].startswith(media_type)
     assert response.content == (WEB_DIR / name).read_bytes()
     assert response.headers["cache-control"] == "no-cache"
-    assert "script-src 'self'" in response.headers["content-security-policy"]
+    policy = response.headers["content-security-policy"]
+    assert "script-src 'self'" in policy and "frame-ancestors 'none'" in policy  # no clickjacking frame
     again = http.get(path, headers={"If-None-Match": response.headers["etag"]})
     assert again.status_code == 304 and again.content == b""
 

@@ -20,6 +20,8 @@ from typing import IO
 
 import anyio
 
+from service_incident.client import EnvClientError
+
 from ..tasks import TASKS, Task
 from . import report
 from .agents import REFERENCE_AGENTS
@@ -223,7 +225,9 @@ async def environment(args: argparse.Namespace) -> AsyncIterator[Sessions]:
             async with sessions.open():
                 pass
         except Exception as exc:
-            raise Unreachable(f"cannot reach the environment at {where(args)}: {type(exc).__name__}: {exc}") from None
+            # The client's own errors say what failed and where; anything else is named by its type.
+            reason = str(exc) if isinstance(exc, EnvClientError) else f"{type(exc).__name__}: {exc}"
+            raise Unreachable(f"cannot reach the environment at {where(args)}: {reason}") from None
         yield sessions
 
 

@@ -52,8 +52,9 @@ TOKEN_LIMIT_NAMES = ("max_tokens", "max_completion_tokens")
 DEFAULT_LLM_CONCURRENCY = 4
 MAX_RETRIES = 5
 REQUEST_TIMEOUT_S = 120.0
-# After this many calls in a row failed (each after its retries), later calls fail at once: an
-# endpoint that is down would otherwise cost every remaining episode its full retry schedule.
+# After this many calls in a row failed (each after its retries) for want of the endpoint (down,
+# throttling, refusing the key or the model), later calls fail at once: an endpoint that is down
+# would otherwise cost every remaining episode its full retry schedule.
 FAILURES_TO_STOP = 3
 # How much of an unusable reply is quoted back to the model.
 QUOTE_CHARS = 400
@@ -133,9 +134,12 @@ class LLMAgent:
             try:
                 response = await self._create(messages, options)
             except self._openai.APIError as exc:
-                self._failures += 1
-                self._last_failure = f"model endpoint {self.settings.base_url}: {_reason(exc)}"
-                raise EndpointFailure(self._last_failure) from None
+                reason = f"model endpoint {self.settings.base_url}: {_reason(exc)}"
+                # A request the endpoint refuses (too long, say) says nothing of the next one.
+                if not isinstance(exc, self._openai.BadRequestError | self._openai.UnprocessableEntityError):
+                    self._failures += 1
+                    self._last_failure = reason
+                raise EndpointFailure(reason) from None
         self._failures = 0
         usage = response.usage
         prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
@@ -238,7 +242,7 @@ def _as_param(message: ChatCompletionMessage) -> ChatCompletionMessageParam:
 _BY_NAME = {cls.__struct_config__.tag: cls for cls in ACTION_TYPES}
 # Fields of the observation the prompt leaves out: the schema covers the actions, the rest is
 # bookkeeping, only set once the episode is over, or a reward (the agent is not told how it is doing).
-_HIDDEN = ("task_id", "available_actions", "score", "breakdown", "metadata", "done", "reward", "visible_logs")
+_HIDDEN = ("task_id", "available_actions", "score", "breakdown", "metadata", "done", "reward")
 # Fields of the observation that never change within an episode: a chat turn does not repeat them.
 _FIXED = ("incident_id", "title", "services", "topology", "max_steps", "terminal_actions")
 
@@ -287,14 +291,14 @@ least {P0_LATENCY_MS:.0f} ms, or a datastore refuses or loses writes; P1 when it
 
 def user_prompt(observation: Observation, feedback: str | None = None, reply: Reply = "text") -> str:
     """The whole observation: the first turn of a chat, every turn of a one-prompt episode."""
-    shown = {k: v for k, v in msgspec.to_builtins(observation).items() if k not in _HIDDEN}
     heading = f"Observation after step {observation.step_count} of {observation.max_steps}:"
-    return _prompt(heading, shown, observation.visible_logs, observation, feedback, reply)
+    return _prompt(heading, msgspec.to_builtins(observation), observation, feedback, reply)
 
 
 def revealed(before: Observation, after: Observation) -> dict[str, Any]:
-    """What changed from one observation to the next: new or changed entries of each mapping, items
-    appended to each list (a list changed otherwise is given whole), and every other changed field."""
+    """What changed from one observation to the next: new or changed entries of each mapping, new or
+    changed items of each list (an alert whose value moved, the last action in the history), and
+    every other changed field."""
     old, new = msgspec.to_builtins(before), msgspec.to_builtins(after)
     changed: dict[str, Any] = {}
     for key, value in new.items():
@@ -302,9 +306,11 @@ def revealed(before: Observation, after: Observation) -> dict[str, Any]:
         if key in _FIXED or value == previous:
             continue
         if isinstance(value, dict) and isinstance(previous, dict):
-            changed[key] = {k: v for k, v in value.items() if previous.get(k) != v}
-        elif isinstance(value, list) and isinstance(previous, list) and value[: len(previous)] == previous:
-            changed[key] = value[len(previous):]
+            entries = {k: v for k, v in value.items() if previous.get(k) != v}
+            if entries:  # not when entries were only dropped
+                changed[key] = entries
+        elif isinstance(value, list) and isinstance(previous, list):
+            changed[key] = [item for item in value if item not in previous]
         else:
             changed[key] = value
     return changed
@@ -313,25 +319,35 @@ def revealed(before: Observation, after: Observation) -> dict[str, Any]:
 def delta_prompt(before: Observation, after: Observation, feedback: str | None = None, reply: Reply = "text") -> str:
     """A chat turn: only what the last action changed or revealed."""
     changed = revealed(before, after)
-    logs = changed.get("visible_logs", {})
-    shown = {k: v for k, v in changed.items() if k not in _HIDDEN}
     heading = (f"After step {after.step_count} of {after.max_steps}, what changed:" if changed
                else "Nothing changed.")
-    return _prompt(heading, shown, logs, after, feedback, reply)
+    return _prompt(heading, changed, after, feedback, reply)
 
 
-def _prompt(heading: str, shown: dict[str, Any], logs: Mapping[str, str], observation: Observation,
-            feedback: str | None, reply: Reply) -> str:
+def _prompt(heading: str, fields: dict[str, Any], observation: Observation, feedback: str | None,
+            reply: Reply) -> str:
+    """The fields as one JSON line, except text views (`visible_<view>`: service -> text), which are
+    printed as they read: `--- logs of db ---` and its lines."""
+    shown = {k: v for k, v in fields.items() if k not in _HIDDEN}
+    views = {k: shown.pop(k) for k in list(shown) if k.startswith(_VIEW) and _is_text_view(shown[k])}
     left = observation.max_steps - observation.step_count
     parts = [
         heading,
         json.dumps(shown, separators=(",", ":")) if shown else "",
-        "\n".join(f"--- logs of {name} ---\n{text}" for name, text in logs.items()),
+        "\n".join(f"--- {key[len(_VIEW):].replace('_', ' ')} of {name} ---\n{text}"
+                  for key, texts in views.items() for name, text in texts.items()),
         f"Steps left: {left}." + (" This is your last step." if left == 1 else ""),
         feedback or "",
         "Your action, as one tool call:" if reply == "tools" else "Your action, as one JSON object:",
     ]
     return "\n\n".join(part for part in parts if part)
+
+
+_VIEW = "visible_"
+
+
+def _is_text_view(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(text, str) for text in value.values())
 
 
 # --- replies ----------------------------------------------------------------------------------

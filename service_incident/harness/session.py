@@ -66,17 +66,12 @@ class InProcess:
         yield _InProcessSession()
 
 
-_DEFAULT_RESET = msgspec.structs.asdict(ResetRequest())
-
-
 class _WebSocketSession:
     def __init__(self, env: ServiceIncidentEnv) -> None:
         self._env = env
 
     async def reset(self, request: ResetRequest) -> Observation:
-        # Only what differs from the defaults travels: the server decodes into the same ResetRequest.
-        given = {k: v for k, v in msgspec.structs.asdict(request).items() if v != _DEFAULT_RESET[k]}
-        return (await self._env.reset(**given)).observation
+        return (await self._env.reset(**msgspec.structs.asdict(request))).observation
 
     async def step(self, action: Action) -> Observation:
         return (await self._env.step(action)).observation

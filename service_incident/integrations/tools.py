@@ -23,7 +23,7 @@ HIDDEN_FIELDS = frozenset({"metadata"})
 ARGUMENT_NOTES: dict[str, str] = {
     "target": "The service to act on, by its name as listed in the observation's services.",
     "targets": "Every root-cause service, by name.",
-    "severity": "The incident severity: P0 (users broadly affected), P1 (degraded) or P2 (minor).",
+    "severity": "The incident severity, P0, P1 or P2, from the user-facing impact the pages show.",
     "additional_targets": "Further root-cause services, when more than one is at fault.",
     "rationale": "Why you take this action, citing what you observed. Required in some tasks.",
     "task_id": "The task to play (see GET /tasks); the default task when omitted.",

@@ -91,7 +91,8 @@ class IncidentToolEnv:
 
 def _docstring(spec: ToolSpec) -> str:
     properties = spec.input_schema["properties"]
-    args = "\n".join(f"    {name}: {prop['description']}" for name, prop in properties.items())
+    # An argument without a description fails TRL's schema build; a test keeps every one described.
+    args = "\n".join(f"    {name}: {prop.get('description', '')}" for name, prop in properties.items())
     return f"{spec.description}\n\nArgs:\n{args}\n\nReturns:\n    {_RETURNS}\n"
 
 
