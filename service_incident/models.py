@@ -220,6 +220,11 @@ class Metrics(Struct, frozen=True):
     memory_pct: float
     history: list[MetricPoint] = []
 
+    @property
+    def latency_ms(self) -> float:
+        """The latency the rubric and the pages speak of: p99."""
+        return self.p99_ms
+
 
 class ServiceCard(Struct, frozen=True):
     """What the on-call engineer knows about a service before looking at it: the architecture."""

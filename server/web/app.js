@@ -746,8 +746,8 @@
   }
 
   const METRICS = [
-    ['p50_ms', 'p50', (v) => `${Math.round(v)} ms`],
     ['p99_ms', 'p99', (v) => `${Math.round(v)} ms`],
+    ['p50_ms', 'p50', (v) => `${Math.round(v)} ms`],
     ['error_rate', 'Errors', (v) => `${(v * 100).toFixed(1)}%`],
     ['rps', 'Req/s', (v) => v.toFixed(1)],
     ['cpu_pct', 'CPU', (v) => `${v.toFixed(1)}%`],
