@@ -25,6 +25,7 @@ from functools import cache, cached_property
 from typing import Literal
 
 from .faults import FAULTS, FaultType
+from .incidents import Distraction
 from .models import Alert, MetricPoint, Metrics
 from .topology import KINDS, OPERATIONS, PORTS, ROUTINE_BY_TECH
 from .world import (
@@ -229,8 +230,7 @@ class Telemetry:
         """What a view is rendered from besides the clock: faults' strengths and the remedies applied."""
         world = self.world
         at = self.lagged(step) if view == "metrics" else step
-        strengths = tuple(round(run.strength(at), 2) for run in world._runs)
-        return strengths, len(world.history), tuple(world.restarts(service, at))
+        return world.strengths(at), len(world.history), tuple(world.restarts(service, at))
 
     # -- views ---------------------------------------------------------------------------------------
 
@@ -394,12 +394,12 @@ class Telemetry:
             return f'WARN req={{hex:8}} "{{endpoint}}" {where} err="{error}", {then}'
         return f'ERROR req={{hex:8}} "{{endpoint}}" status={status} {where} err="{error}"'.replace("  ", " ")
 
-    def _distraction_lines(self, kind: str, distraction: object, index: int) -> list[str]:
+    def _distraction_lines(self, kind: str, distraction: Distraction, index: int) -> list[str]:
         iid = self.world.incident.id
         options = _DISTRACTION_LOGS[kind]
         if kind == "misleading_log":
-            blamed = getattr(distraction, "blames", None) or ""
-            node = self.world.plan.by_name[distraction.service]  # type: ignore[attr-defined]
+            blamed = distraction.blames or ""
+            node = self.world.plan.by_name[distraction.service]
             edge = next((e for e in node.edges if e.dep == blamed), None)
             deadline = f"{edge.deadline_ms:.0f}" if edge else "2000"
             level_ = "ERROR" if unit(iid, index, "blame") < 0.5 else "WARN"
@@ -407,9 +407,8 @@ class Telemetry:
             count = 1 + int(unit(iid, index, "count") * 2)
             return [line.format(level=level_, blamed=blamed, deadline=deadline)] * count
         if kind == "minor_fault":
-            fault = FAULTS[getattr(distraction, "fault", None) or "slow_query"]
-            svc = distraction.service  # type: ignore[attr-defined]
-            return self._fault_lines(fault, svc, 100 + index, 0.3)[:2]
+            fault = FAULTS[distraction.fault or "slow_query"]
+            return self._fault_lines(fault, distraction.service, 100 + index, 0.3)[:2]
         if not options:
             return []
         chosen = [options[int(unit(iid, index, kind, n) * len(options))] for n in range(2)]

@@ -409,6 +409,10 @@ class World:
             d.kind == "recent_deploy" and d.service == service for d in self.incident.distractions
         )
 
+    def strengths(self, step: int) -> tuple[float, ...]:
+        """Every fault's strength at a step, to two places: what a view's content follows besides noise."""
+        return tuple(round(run.strength(step), 2) for run in self._runs)
+
     def fault_runs(self, service: str, step: int) -> list[tuple[FaultType, float]]:
         """The faults live on a service at a step, with their strengths."""
         return [(run.kind, s) for run in self._runs if run.spec.service == service and (s := run.strength(step)) > 0]
