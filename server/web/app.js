@@ -601,10 +601,15 @@
     ['check_health', 'Check health', 'look'],
     ['inspect_deploys', 'Deploys', 'look'],
     ['run_db_query', 'DB query', 'look'],
+    ['inspect_traces', 'Traces', 'look'],
     ['restart', 'Restart', 'fix'],
     ['rollback', 'Roll back', 'fix'],
     ['scale_up', 'Scale up', 'fix'],
     ['escalate', 'Escalate', 'fix'],
+    ['failover', 'Fail over', 'fix'],
+    ['expand_volume', 'Grow volume', 'fix'],
+    ['renew_certificate', 'Renew cert', 'fix'],
+    ['shed_load', 'Shed load', 'fix'],
   ];
 
   function renderAct() {
