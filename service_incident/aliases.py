@@ -1,8 +1,8 @@
 """Action vocabularies of other incident environments, translated so their agents run unchanged.
 
-- the root-cause seed: `{"action_type": "read_logs", "target": "db"}`, with `declare_rca` naming
+- the root-cause system: `{"action_type": "read_logs", "target": "db"}`, with `declare_rca` naming
   comma-separated targets;
-- the response seed: `{"action_type": "investigate", "target_service": "db", "rationale": "..."}`.
+- the response system: `{"action_type": "investigate", "target_service": "db", "rationale": "..."}`.
 """
 
 from __future__ import annotations

@@ -295,7 +295,7 @@ class ServiceIncidentEnvironment:
         episode.ledger.severity_right = bool(severity_right)
         named = ", ".join(sorted(declared))
         reward = scoring.declare_reward(declared, world.root_causes, severity_right)
-        return reward, f"Declared {named} as root cause{said}."
+        return reward, f"Declared: {named}{said}."
 
     @staticmethod
     def _finish(episode: _Episode) -> None:

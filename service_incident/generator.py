@@ -77,7 +77,7 @@ PRESETS: Mapping[str, Knobs] = {
         intensify=True,
     ),
     "expert": Knobs(
-        services=(10, 15), faults=(1, 3), intensity=(0.05, 0.7), red_herrings=4, metrics_lag=1, log_gaps=3,
+        services=(10, 15), faults=(1, 3), intensity=(0.05, 0.7), red_herrings=5, metrics_lag=1, log_gaps=3,
         intensify=True,
     ),
 }
@@ -166,7 +166,7 @@ def _fault_count(rng: random.Random, bounds: tuple[int, int]) -> int:
     low, high = bounds
     if low == high:
         return low
-    return rng.choice([low, *range(low + 1, high + 1), *range(low + 1, high + 1)])
+    return rng.choice([low, *range(low + 1, high + 1), *range(low + 1, high + 1), *range(low + 1, high + 1)])
 
 
 def _topology(rng: random.Random, count: int) -> list[ServiceSpec]:

@@ -220,6 +220,11 @@ class Metrics(Struct, frozen=True):
     memory_pct: float
     history: list[MetricPoint] = []
 
+    @property
+    def latency_ms(self) -> float:
+        """The latency the rubric and the pages speak of: p99."""
+        return self.p99_ms
+
 
 class ServiceCard(Struct, frozen=True):
     """What the on-call engineer knows about a service before looking at it: the architecture."""
@@ -356,7 +361,8 @@ _action_decoder = msgspec.json.Decoder(Action)
 def parse_action(payload: Any) -> Action:
     """Validate a decoded JSON object (or raw JSON bytes/str) into a typed action.
 
-    Objects in the seed environments' vocabularies (keyed by `action_type`) are translated first.
+    Objects in the legacy vocabularies of the root-cause and response systems (keyed by `action_type`)
+    are translated first.
     """
     try:
         if isinstance(payload, bytes | str):

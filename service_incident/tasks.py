@@ -136,7 +136,7 @@ RCA_DIFFICULTY: Mapping[str, str] = {
 
 # The root-cause system's own task ids name the fault they hide ("task_disk_full"), so the suite
 # publishes neutral ids and accepts the originals at reset only, for agents written against it.
-RCA_IDS: Mapping[str, str] = {seed_id: f"rca_{index:02d}" for index, seed_id in enumerate(RCA_DIFFICULTY, 1)}
+RCA_IDS: Mapping[str, str] = {legacy_id: f"rca_{index:02d}" for index, legacy_id in enumerate(RCA_DIFFICULTY, 1)}
 
 
 def _rca(task_id: str, difficulty: str) -> Task:
@@ -168,13 +168,13 @@ TASKS: Mapping[str, Task] = {
         _response("easy", ("easy_001", "easy_002")),
         _response("medium", ("medium_001",)),
         _response("hard", ("hard_001",)),
-        *(_rca(RCA_IDS[seed_id], difficulty) for seed_id, difficulty in RCA_DIFFICULTY.items()),
+        *(_rca(RCA_IDS[legacy_id], difficulty) for legacy_id, difficulty in RCA_DIFFICULTY.items()),
     )
 }
 DEFAULT_TASK = "easy"
 # The root-cause system's walkthrough also names tasks by difficulty alone: the first scenario of each.
 _BY_DIFFICULTY: Mapping[str, str] = {
-    f"task_{difficulty}": RCA_IDS[next(seed_id for seed_id, d in RCA_DIFFICULTY.items() if d == difficulty)]
+    f"task_{difficulty}": RCA_IDS[next(legacy_id for legacy_id, d in RCA_DIFFICULTY.items() if d == difficulty)]
     for difficulty in ("easy", "medium", "hard")
 }
 TASK_ALIASES: Mapping[str, str] = {**RCA_IDS, **_BY_DIFFICULTY}

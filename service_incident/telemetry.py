@@ -25,6 +25,7 @@ from functools import cache, cached_property
 from typing import Literal
 
 from .faults import FAULTS, FaultType
+from .incidents import Distraction
 from .models import Alert, MetricPoint, Metrics
 from .topology import KINDS, OPERATIONS, PORTS, ROUTINE_BY_TECH
 from .world import (
@@ -38,6 +39,7 @@ from .world import (
     fault_lead,
     spread,
     unit,
+    wobble,
 )
 
 View = Literal["logs", "metrics", "health", "deploys", "db", "traces"]
@@ -205,6 +207,7 @@ class Telemetry:
         self._readings: dict[int, tuple[dict[str, ServiceState], dict[tuple[str, str], float]]] = {}
         self._histories: dict[int, tuple[object, dict[tuple[str, str], int], dict[tuple[str, str], float]]] = {}
         self._trace_step = 0
+        self._points: dict[tuple[str, int], tuple[dict[str, ServiceState], MetricPoint]] = {}
         self._seen: dict[tuple[View, str], tuple[object, Look]] = {}
 
     # -- the entry point ---------------------------------------------------------------------------
@@ -227,8 +230,7 @@ class Telemetry:
         """What a view is rendered from besides the clock: faults' strengths and the remedies applied."""
         world = self.world
         at = self.lagged(step) if view == "metrics" else step
-        strengths = tuple(round(run.strength(at), 2) for run in world._runs)
-        return strengths, len(world.history), tuple(world.restarts(service, at))
+        return world.strengths(at), len(world.history), tuple(world.restarts(service, at))
 
     # -- views ---------------------------------------------------------------------------------------
 
@@ -392,12 +394,12 @@ class Telemetry:
             return f'WARN req={{hex:8}} "{{endpoint}}" {where} err="{error}", {then}'
         return f'ERROR req={{hex:8}} "{{endpoint}}" status={status} {where} err="{error}"'.replace("  ", " ")
 
-    def _distraction_lines(self, kind: str, distraction: object, index: int) -> list[str]:
+    def _distraction_lines(self, kind: str, distraction: Distraction, index: int) -> list[str]:
         iid = self.world.incident.id
         options = _DISTRACTION_LOGS[kind]
         if kind == "misleading_log":
-            blamed = getattr(distraction, "blames", None) or ""
-            node = self.world.plan.by_name[distraction.service]  # type: ignore[attr-defined]
+            blamed = distraction.blames or ""
+            node = self.world.plan.by_name[distraction.service]
             edge = next((e for e in node.edges if e.dep == blamed), None)
             deadline = f"{edge.deadline_ms:.0f}" if edge else "2000"
             level_ = "ERROR" if unit(iid, index, "blame") < 0.5 else "WARN"
@@ -405,9 +407,8 @@ class Telemetry:
             count = 1 + int(unit(iid, index, "count") * 2)
             return [line.format(level=level_, blamed=blamed, deadline=deadline)] * count
         if kind == "minor_fault":
-            fault = FAULTS[getattr(distraction, "fault", None) or "slow_query"]
-            svc = distraction.service  # type: ignore[attr-defined]
-            return self._fault_lines(fault, svc, 100 + index, 0.3)[:2]
+            fault = FAULTS[distraction.fault or "slow_query"]
+            return self._fault_lines(fault, distraction.service, 100 + index, 0.3)[:2]
         if not options:
             return []
         chosen = [options[int(unit(iid, index, kind, n) * len(options))] for n in range(2)]
@@ -432,21 +433,29 @@ class Telemetry:
         )
 
     def _point(self, service: str, minute: int) -> MetricPoint:
+        """One minute of a service's signals with the episode's measurement noise; kept while the
+        world's states for that minute stand."""
         world = self.world
-        state = world.states_at(minute)[service]
-        rng = rng_for(self.seed, world.incident.id, service, "metrics", minute)
+        states = world.states_at(minute)
+        cached = self._points.get((service, minute))
+        if cached is not None and cached[0] is states:
+            return cached[1]
+        state = states[service]
+        key = world.plan.by_name[service].key ^ (self.seed & 0xFFFFFFFF) ^ (self.seed >> 32 & 0xFFFFFFFF)
 
-        def jitter(value: float) -> float:
-            return value * (1.0 + rng.uniform(-METRIC_NOISE, METRIC_NOISE))
+        def jitter(value: float, channel: int) -> float:
+            return value * (1.0 + METRIC_NOISE * wobble(key, minute, 10 + channel))
 
-        return MetricPoint(
+        point = MetricPoint(
             at=format_time(clock(world, minute))[11:16],
-            p99_ms=float(round(jitter(state.p99_ms))),
-            error_rate=significant(min(1.0, jitter(state.error_rate))),
-            rps=float(round(jitter(state.rps), 1)),
-            cpu_pct=round(min(100.0, jitter(state.cpu_pct)), 1),
-            memory_pct=round(min(100.0, jitter(state.memory_pct)), 1),
+            p99_ms=float(round(jitter(state.p99_ms, 0))),
+            error_rate=significant(min(1.0, jitter(state.error_rate, 1))),
+            rps=float(round(jitter(state.rps, 2), 1)),
+            cpu_pct=round(min(100.0, jitter(state.cpu_pct, 3)), 1),
+            memory_pct=round(min(100.0, jitter(state.memory_pct, 4)), 1),
         )
+        self._points[(service, minute)] = (states, point)
+        return point
 
     def health(self, service: str, step: int) -> str:
         """What the orchestrator reports: the deployment, its pods, and the recent events."""
@@ -635,6 +644,9 @@ class Telemetry:
     def alerts(self, step: int) -> list[Alert]:
         """Firing alerts and those that fired earlier, as of what metrics show (lag included)."""
         at = self.lagged(step)
+        shared = self.world.shared_pages(at)
+        if shared is not None and at in shared:
+            return shared[at]
         readings = self.readings(at)
         cached = self._alerts.get(at)
         if cached is None or cached[0] is not readings:
@@ -646,6 +658,8 @@ class Telemetry:
             else:
                 cached = (readings, self._render_alerts(at))
             self._alerts[at] = cached
+        if shared is not None:
+            shared[at] = cached[1]
         return cached[1]
 
     def readings(self, step: int) -> dict[tuple[str, str], float]:

@@ -17,7 +17,7 @@ import math
 import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 from msgspec import structs
@@ -27,7 +27,7 @@ from .incidents import Distraction, FaultSpec, Incident
 from .models import Severity
 from .topology import KINDS, dependency_order
 
-Health = Literal["ok", "degraded", "down"]
+ServiceHealth = Literal["ok", "degraded", "down"]
 Outcome = Literal["heals", "relief", "disruption", "no_effect"]
 # How calls to a dependency fail from the caller's side.
 Cause = Literal["error", "refused", "rejected", "write", "timeout", "breaker"]
@@ -120,7 +120,7 @@ class ServiceState:
     rps: float
     cpu_pct: float
     memory_pct: float
-    health: Health
+    health: ServiceHealth
     # The share of calls to this service that fail from a caller's side, and how they fail.
     call_failure: float
     mode: FailureMode
@@ -270,6 +270,8 @@ class _FaultRun:
 
 
 _PREPAGE: dict[bytes, dict[int, dict[str, ServiceState]]] = {}
+# Pages of untouched steps, by incident: they depend on the states alone, not on the episode's seed.
+_PAGES: dict[bytes, dict[int, list[Any]]] = {}
 _PREPAGE_KEPT = 256
 
 
@@ -277,9 +279,10 @@ class _Steps(dict[int, dict[str, ServiceState]]):
     """Simulated states by step. Until the first remedy the world is the incident's alone, so those
     steps go to a store shared by every episode of the incident; later ones are this episode's."""
 
-    def __init__(self, shared: dict[int, dict[str, ServiceState]]) -> None:
+    def __init__(self, shared: dict[int, dict[str, ServiceState]], key: bytes) -> None:
         super().__init__()
         self.shared = shared
+        self.key = key
         self.touched: int | None = None  # the step of the first remedy
 
     def _own(self, step: int) -> bool:
@@ -322,6 +325,7 @@ class World:
     _shed: dict[str, int] = field(default_factory=dict)
     _restarts: dict[str, set[int]] = field(default_factory=dict)
     _cache: _Steps = field(init=False)
+    _key: bytes = b""
 
     def __post_init__(self) -> None:
         incident = self.incident
@@ -331,7 +335,7 @@ class World:
             self.plan.healthy_p99.update({node.name: math.inf for node in self.plan.nodes})
             calm = World(structs.replace(incident, faults=[], distractions=[]))
             self.plan.healthy_p99.update({name: state.p99_ms for name, state in calm.states_at(0).items()})
-        self._cache = _Steps(self._prepage())
+        self._cache = _Steps(self._prepage(), self._key)
         self._runs = [
             _FaultRun(
                 spec, FAULTS[spec.type], fault_lead(incident, spec, index),
@@ -350,14 +354,21 @@ class World:
             states = self._cache[step] = self._simulate(step)
         return states
 
+    def shared_pages(self, step: int) -> dict[int, list[Any]] | None:
+        """Where the pages of an untouched step are kept for every episode of the incident (None once
+        a remedy has changed this world at or before that step)."""
+        return None if self._cache._own(step) else _PAGES.setdefault(self._cache.key, {})
+
     def _prepage(self) -> dict[int, dict[str, ServiceState]]:
         """States before any remedy depend on the incident alone: shared by every episode that plays it."""
         key = msgspec.json.encode(self.incident)
         shared = _PREPAGE.get(key)
         if shared is None:
             if len(_PREPAGE) >= _PREPAGE_KEPT:
+                _PAGES.pop(next(iter(_PREPAGE)), None)
                 _PREPAGE.pop(next(iter(_PREPAGE)))
             shared = _PREPAGE[key] = {}
+        self._key = key
         return shared
 
     def advance(self) -> None:
@@ -397,6 +408,10 @@ class World:
         return any(run.spec.service == service and run.kind.change for run in self._runs) or any(
             d.kind == "recent_deploy" and d.service == service for d in self.incident.distractions
         )
+
+    def strengths(self, step: int) -> tuple[float, ...]:
+        """Every fault's strength at a step, to two places: what a view's content follows besides noise."""
+        return tuple(round(run.strength(step), 2) for run in self._runs)
 
     def fault_runs(self, service: str, step: int) -> list[tuple[FaultType, float]]:
         """The faults live on a service at a step, with their strengths."""
@@ -489,7 +504,7 @@ class World:
             memory = node.memory_pct * (1.0 + 0.3 * noise * w1)
             own_ok = (1.0 - node.error_rate * (1.0 + w1)) * (1.0 - shed_share)
             silent = 0.0
-            health: Health | None = None
+            health: ServiceHealth | None = None
             mode: FailureMode = "error"
             strongest = 0.0
             for kind, strength in faults:
@@ -617,7 +632,7 @@ def rubric(error_rate: float, latency_ms: float, data_at_risk: bool) -> Severity
     return "P2"
 
 
-def _health(error_rate: float, p99_ms: float, healthy_p99_ms: float) -> Health:
+def _health(error_rate: float, p99_ms: float, healthy_p99_ms: float) -> ServiceHealth:
     if error_rate >= 0.9:
         return "down"
     if error_rate >= P1_ERROR_RATE or p99_ms >= 3 * healthy_p99_ms + 200:

@@ -601,10 +601,15 @@
     ['check_health', 'Check health', 'look'],
     ['inspect_deploys', 'Deploys', 'look'],
     ['run_db_query', 'DB query', 'look'],
+    ['inspect_traces', 'Traces', 'look'],
     ['restart', 'Restart', 'fix'],
     ['rollback', 'Roll back', 'fix'],
     ['scale_up', 'Scale up', 'fix'],
     ['escalate', 'Escalate', 'fix'],
+    ['failover', 'Fail over', 'fix'],
+    ['expand_volume', 'Grow volume', 'fix'],
+    ['renew_certificate', 'Renew cert', 'fix'],
+    ['shed_load', 'Shed load', 'fix'],
   ];
 
   function renderAct() {
@@ -746,8 +751,8 @@
   }
 
   const METRICS = [
-    ['p50_ms', 'p50', (v) => `${Math.round(v)} ms`],
     ['p99_ms', 'p99', (v) => `${Math.round(v)} ms`],
+    ['p50_ms', 'p50', (v) => `${Math.round(v)} ms`],
     ['error_rate', 'Errors', (v) => `${(v * 100).toFixed(1)}%`],
     ['rps', 'Req/s', (v) => v.toFixed(1)],
     ['cpu_pct', 'CPU', (v) => `${v.toFixed(1)}%`],

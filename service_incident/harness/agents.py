@@ -20,6 +20,7 @@ import re
 from collections import Counter
 from typing import Protocol
 
+from ..faults import RECORD_KINDS
 from ..models import (
     ACTIONS_BY_NAME,
     Action,
@@ -41,7 +42,6 @@ from ..world import rubric
 # A page older than this was firing before the incident and is not part of it.
 STALE_ALERT_S = 3600
 _USER_SIGNALS = frozenset({"http_5xx_ratio", "p99_latency_ms"})
-_RECORD_KINDS = frozenset({"database", "queue"})
 _LOUD = frozenset({"CRIT", "PANIC", "FATAL", "ERROR", "WARN"})
 # A caller's line about a dependency names it one of these ways (or not at all).
 _BLAME = re.compile(r'\b(?:upstream=|host=)([\w.-]+?)(?:\.svc\.cluster\.local:\d+)?(?=[\s"]|$)')
@@ -322,7 +322,7 @@ class ExpertAgent:
         kinds = {card.name: card.kind for card in obs.topology}
         writes = ("No space left", "Disk is full", "read-only", "read_only=on", "disk resource limit", "100% used")
         at_risk = any(
-            kinds.get(root) in _RECORD_KINDS
+            kinds.get(root) in RECORD_KINDS
             and any(w in obs.visible_logs.get(root, "") + obs.visible_db.get(root, "") for w in writes)
             for root in roots
         )

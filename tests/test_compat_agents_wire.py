@@ -1,4 +1,4 @@
-"""Agents written for the seed systems play full episodes over the wire with their own JSON shapes."""
+"""Agents written for the root-cause and response systems play whole episodes over the wire in their JSON."""
 
 from __future__ import annotations
 
