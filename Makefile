@@ -21,26 +21,16 @@ ifneq ($(shell $(OPENENV_VENV)/bin/python -c '$(PYTHON_ID)' 2>/dev/null),$(WANTE
 $(OPENENV_VENV)/.installed: rebuild
 endif
 
-# $(call venv,DIR): DIR holds a venv of $(PYTHON) with a current pip, made anew if another Python made it.
-define venv
-	@echo "setting up $(1)" >&2
-	@if [ "$$($(1)/bin/python -c '$(PYTHON_ID)' 2>/dev/null)" != "$(WANTED_ID)" ]; then \
-		rm -rf $(1) && $(PYTHON) -m venv $(1); fi
-	@$(1)/bin/python -m pip install -q --upgrade pip >&2
-endef
+$(VENV)/.installed: EXTRAS := test
+$(OPENENV_VENV)/.installed: EXTRAS := interop
 
 # Setting up says nothing on stdout: `make run`'s stdout carries only inference.py's contract lines.
-$(VENV)/.installed: pyproject.toml
-	$(call venv,$(VENV))
-	@$(PY) -m pip install -q -e '.[test]' >&2
-	@touch $@
-
-# The `interop` extra's list, then the project without its dependencies (see pyproject.toml).
-INTEROP := import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["interop"])
-$(OPENENV_VENV)/.installed: pyproject.toml
-	$(call venv,$(OPENENV_VENV))
-	@$(OPENENV_VENV)/bin/python -m pip install -q $$($(PYTHON) -c '$(INTEROP)') >&2
-	@$(OPENENV_VENV)/bin/python -m pip install -q --no-deps -e . >&2
+%/.installed: pyproject.toml
+	@echo "setting up $*" >&2
+	@if [ "$$($*/bin/python -c '$(PYTHON_ID)' 2>/dev/null)" != "$(WANTED_ID)" ]; then \
+		rm -rf $* && $(PYTHON) -m venv $*; fi
+	@$*/bin/python -m pip install -q --upgrade pip >&2
+	@$*/bin/python -m pip install -q -e '.[$(EXTRAS)]' >&2
 	@touch $@
 
 # The browser tests (tests/test_web_page.py) drive Debian's Chromium through its chromedriver, which
