@@ -39,7 +39,7 @@ $(OPENENV_VENV)/.installed: EXTRAS := interop
 # driver download: browsers are only to be had from Debian's packages here.
 BROWSER_PACKAGES := chromium chromium-driver fonts-dejavu-core
 
-.PHONY: run test lint docs browser clean rebuild
+.PHONY: run test test-install lint docs browser clean rebuild
 browser:
 	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -60,9 +60,14 @@ lint: $(VENV)/.installed
 docs: $(VENV)/.installed
 	$(PY) -m service_incident.harness.docs
 
-# tests/conftest.py finds the stock OpenEnv venv through OPENENV_PYTHON.
+# tests/conftest.py finds the stock OpenEnv venv through OPENENV_PYTHON. The tests that install the
+# package into new venvs (marked slow) are `make test-install`'s, which CI runs after this.
 test: lint $(OPENENV_VENV)/.installed browser
-	OPENENV_PYTHON=$(abspath $(OPENENV_VENV))/bin/python $(PY) -m pytest -q
+	OPENENV_PYTHON=$(abspath $(OPENENV_VENV))/bin/python $(PY) -m pytest -q -m 'not slow'
+
+# Every install path on fresh copies of the repository: pip install . and -e, the commands, make run.
+test-install: $(VENV)/.installed
+	$(PY) -m pytest -q -m slow
 
 # Everything the targets above and the tests leave behind; tracked files are never touched.
 clean:
