@@ -14,14 +14,15 @@ COPY server ./server
 COPY client ./client
 RUN pip wheel --no-deps --wheel-dir /wheels .
 
-# The image: the installed wheel and its dependencies, run by an unprivileged user, no checkout.
+# The image: the installed wheel and its dependencies, run by an unprivileged user, no checkout. With
+# the `mcp` extra, /mcp also serves MCP clients' sessions through the official SDK.
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY --from=wheel /wheels /wheels
-RUN pip install /wheels/*.whl \
+RUN pip install "$(echo /wheels/*.whl)[mcp]" \
     && rm -rf /wheels \
     && useradd --create-home --uid 1000 app
 

@@ -21,26 +21,16 @@ ifneq ($(shell $(OPENENV_VENV)/bin/python -c '$(PYTHON_ID)' 2>/dev/null),$(WANTE
 $(OPENENV_VENV)/.installed: rebuild
 endif
 
-# $(call venv,DIR): DIR holds a venv of $(PYTHON) with a current pip, made anew if another Python made it.
-define venv
-	@echo "setting up $(1)" >&2
-	@if [ "$$($(1)/bin/python -c '$(PYTHON_ID)' 2>/dev/null)" != "$(WANTED_ID)" ]; then \
-		rm -rf $(1) && $(PYTHON) -m venv $(1); fi
-	@$(1)/bin/python -m pip install -q --upgrade pip >&2
-endef
+$(VENV)/.installed: EXTRAS := test
+$(OPENENV_VENV)/.installed: EXTRAS := interop
 
 # Setting up says nothing on stdout: `make run`'s stdout carries only inference.py's contract lines.
-$(VENV)/.installed: pyproject.toml
-	$(call venv,$(VENV))
-	@$(PY) -m pip install -q -e '.[test]' >&2
-	@touch $@
-
-# The `interop` extra's list, then the project without its dependencies (see pyproject.toml).
-INTEROP := import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["interop"])
-$(OPENENV_VENV)/.installed: pyproject.toml
-	$(call venv,$(OPENENV_VENV))
-	@$(OPENENV_VENV)/bin/python -m pip install -q $$($(PYTHON) -c '$(INTEROP)') >&2
-	@$(OPENENV_VENV)/bin/python -m pip install -q --no-deps -e . >&2
+%/.installed: pyproject.toml
+	@echo "setting up $*" >&2
+	@if [ "$$($*/bin/python -c '$(PYTHON_ID)' 2>/dev/null)" != "$(WANTED_ID)" ]; then \
+		rm -rf $* && $(PYTHON) -m venv $*; fi
+	@$*/bin/python -m pip install -q --upgrade pip >&2
+	@$*/bin/python -m pip install -q -e '.[$(EXTRAS)]' >&2
 	@touch $@
 
 # The browser tests (tests/test_web_page.py) drive Debian's Chromium through its chromedriver, which
@@ -49,7 +39,7 @@ $(OPENENV_VENV)/.installed: pyproject.toml
 # driver download: browsers are only to be had from Debian's packages here.
 BROWSER_PACKAGES := chromium chromium-driver fonts-dejavu-core
 
-.PHONY: run test lint docs browser clean rebuild
+.PHONY: run test test-install lint docs browser clean rebuild
 browser:
 	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -70,9 +60,14 @@ lint: $(VENV)/.installed
 docs: $(VENV)/.installed
 	$(PY) -m service_incident.harness.docs
 
-# tests/conftest.py finds the stock OpenEnv venv through OPENENV_PYTHON.
+# tests/conftest.py finds the stock OpenEnv venv through OPENENV_PYTHON. The tests that install the
+# package into new venvs (marked slow) are `make test-install`'s, which CI runs after this.
 test: lint $(OPENENV_VENV)/.installed browser
-	OPENENV_PYTHON=$(abspath $(OPENENV_VENV))/bin/python $(PY) -m pytest -q
+	OPENENV_PYTHON=$(abspath $(OPENENV_VENV))/bin/python $(PY) -m pytest -q -m 'not slow'
+
+# Every install path on fresh copies of the repository: pip install . and -e, the commands, make run.
+test-install: $(VENV)/.installed
+	$(PY) -m pytest -q -m slow
 
 # Everything the targets above and the tests leave behind; tracked files are never touched.
 clean:

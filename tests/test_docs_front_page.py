@@ -40,8 +40,8 @@ def test_the_front_page_is_short_and_starts_with_the_quickstart() -> None:
     assert [line.split("#")[0].strip() for line in commands] == ["make run", "make test"]
 
 
-def test_the_ci_script_runs_the_quickstarts_test_command() -> None:
-    assert "\nmake test\n" in (ROOT / ".ci" / "run").read_text()
+def test_the_ci_script_runs_the_quickstarts_test_command_and_the_install_paths() -> None:
+    assert "\nmake test\nmake test-install\n" in (ROOT / ".ci" / "run").read_text()
 
 
 def test_every_path_in_the_layout_table_exists() -> None:
