@@ -102,3 +102,13 @@ class WebSocket:
         finally:
             with anyio.CancelScope(shield=True):  # no server process left behind
                 await anyio.to_thread.run_sync(local.stop)
+
+
+@asynccontextmanager
+async def over_websocket(base_url: str | None) -> AsyncIterator[WebSocket]:
+    """WebSocket sessions against `base_url`, or against an embedded server (None) while the block runs."""
+    if base_url is not None:
+        yield WebSocket(base_url)
+        return
+    async with WebSocket.embedded() as embedded:
+        yield embedded
