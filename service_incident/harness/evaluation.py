@@ -48,6 +48,7 @@ from .records import (
 )
 from .session import Session, Sessions, over_websocket
 
+# What a caller of `evaluate` plans, gets back and writes out comes along with it.
 __all__ = [
     "BENCHMARK",
     "DEFAULT_CONCURRENCY",

@@ -5,7 +5,8 @@ the way an HTTP client runs over either a network or an in-process ASGI transpor
 
 - `InProcess()` plays `ServiceIncidentEnvironment` in this process: no server, no sockets;
 - `WebSocket(base_url)` plays over the WebSocket client against a running server, and
-  `WebSocket.embedded()` starts one on a free local port for as long as it is used.
+  `WebSocket.embedded()` starts one on a free local port for as long as it is used
+  (`over_websocket(base_url_or_None)` picks between the two).
 
 Both give the same observations for the same task, seed and actions.
 """
