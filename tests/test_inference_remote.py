@@ -88,3 +88,28 @@ def test_sigterm_stops_a_run_like_ctrl_c(tmp_path: Path, stop: signal.Signals) -
     assert {r.failure for r in records} <= {None, "interrupted"}
     report = (tmp_path / "results" / "report.md").read_text()
     assert f"stopped by {stop.name} before every episode had finished" in report
+
+
+def test_a_server_that_goes_away_mid_run_fails_the_rest_apart_from_the_mean(tmp_path: Path) -> None:
+    server = LocalServer()
+    url = server.start()
+    try:
+        process = subprocess.Popen([sys.executable, str(INFERENCE), "--agent", "random", "--seeds", "1,2,3,4",
+                                    "--concurrency", "1", "--env-url", url], cwd=tmp_path,
+                                   env=inference_environ(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert process.stdout is not None and process.stderr is not None
+        first = process.stdout.readline()
+        assert first.startswith("[START]")
+    finally:
+        server.stop()
+    stdout, stderr = process.stdout.read(), process.stderr.read()
+    assert process.wait(timeout=60) == 1
+    records = decode((tmp_path / "results" / "episodes.jsonl").read_bytes())
+    assert [r.name for r in records] == [e.task for e in parse_transcript(first + stdout)]
+    assert len(records) == 4 * sum(len(t.incidents) for t in TASKS.values())  # every episode has its [END]
+    graded = [r for r in records if r.graded]
+    failed = [r for r in records if r.failure == "environment"]
+    assert graded and failed and len(graded) + len(failed) == len(records)
+    assert "environment failure, not counted in random's mean" in stderr
+    report = (tmp_path / "results" / "report.md").read_text()
+    assert f"| random | {len(graded)} |" in report and f"| {len(failed)} environment |" in report

@@ -25,7 +25,7 @@ from service_incident.client import EnvClientError
 from ..tasks import TASKS, Task
 from . import report
 from .agents import REFERENCE_AGENTS
-from .evaluation import DEFAULT_CONCURRENCY, evaluate, reference_policy, sessions_for
+from .evaluation import DEFAULT_CONCURRENCY, evaluate, reference_policy
 from .llm import (
     DEFAULT_API_BASE_URL,
     DEFAULT_LLM_CONCURRENCY,
@@ -37,7 +37,7 @@ from .llm import (
     MissingApiKey,
 )
 from .records import BENCHMARK, EpisodeRecord, EpisodeSpec, UnreadableResults, decode, encode, plan, transcript
-from .session import InProcess, Sessions
+from .session import InProcess, Sessions, over_websocket
 
 LLM = "llm"
 AGENTS = (*REFERENCE_AGENTS, LLM)
@@ -221,7 +221,7 @@ async def environment(args: argparse.Namespace) -> AsyncIterator[Sessions]:
         return
     async with AsyncExitStack() as stack:
         try:
-            sessions = await stack.enter_async_context(sessions_for(args.env_url))
+            sessions = await stack.enter_async_context(over_websocket(args.env_url))
             async with sessions.open():
                 pass
         except Exception as exc:

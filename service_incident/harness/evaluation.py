@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 
@@ -47,8 +46,9 @@ from .records import (
     plan,
     transcript,
 )
-from .session import Session, Sessions, WebSocket
+from .session import Session, Sessions, over_websocket
 
+# What a caller of `evaluate` plans, gets back and writes out comes along with it.
 __all__ = [
     "BENCHMARK",
     "DEFAULT_CONCURRENCY",
@@ -66,7 +66,6 @@ __all__ = [
     "plan",
     "play",
     "reference_policy",
-    "sessions_for",
     "transcript",
 ]
 
@@ -98,16 +97,6 @@ def reference_policy(name: str) -> PolicyFactory:
     return policy_for
 
 
-@asynccontextmanager
-async def sessions_for(base_url: str | None) -> AsyncIterator[Sessions]:
-    """WebSocket sessions against `base_url`, or against an embedded server (None) while the block runs."""
-    if base_url is not None:
-        yield WebSocket(base_url)
-        return
-    async with WebSocket.embedded() as embedded:
-        yield embedded
-
-
 async def evaluate(
     policy_for: PolicyFactory,
     episodes: Sequence[EpisodeSpec],
@@ -127,8 +116,8 @@ async def evaluate(
         if base_url is not None:
             raise TypeError("give sessions or base_url, not both")
         return await _play_all(policy_for, episodes, agent, sessions, concurrency, on_episode)
-    async with sessions_for(base_url) as over_websocket:
-        return await _play_all(policy_for, episodes, agent, over_websocket, concurrency, on_episode)
+    async with over_websocket(base_url) as websocket:
+        return await _play_all(policy_for, episodes, agent, websocket, concurrency, on_episode)
 
 
 async def _play_all(

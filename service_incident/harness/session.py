@@ -5,7 +5,8 @@ the way an HTTP client runs over either a network or an in-process ASGI transpor
 
 - `InProcess()` plays `ServiceIncidentEnvironment` in this process: no server, no sockets;
 - `WebSocket(base_url)` plays over the WebSocket client against a running server, and
-  `WebSocket.embedded()` starts one on a free local port for as long as it is used.
+  `WebSocket.embedded()` starts one on a free local port for as long as it is used
+  (`over_websocket(base_url_or_None)` picks between the two).
 
 Both give the same observations for the same task, seed and actions.
 """
@@ -102,3 +103,13 @@ class WebSocket:
         finally:
             with anyio.CancelScope(shield=True):  # no server process left behind
                 await anyio.to_thread.run_sync(local.stop)
+
+
+@asynccontextmanager
+async def over_websocket(base_url: str | None) -> AsyncIterator[WebSocket]:
+    """WebSocket sessions against `base_url`, or against an embedded server (None) while the block runs."""
+    if base_url is not None:
+        yield WebSocket(base_url)
+        return
+    async with WebSocket.embedded() as embedded:
+        yield embedded
