@@ -9,7 +9,7 @@
 
 The observation is the whole page as text (what `text.page` renders), so a memoryless policy has all it
 needs; `info["revealed"]` is what the last action revealed, and `info["observation"]` the typed one.
-An action is a JSON object as `parse_action` reads it (the seed systems' vocabularies included). A
+An action is a JSON object as `parse_action` reads it (the legacy vocabularies included). A
 string that is no valid action changes nothing in the world, earns 0 and is reported in
 `info["error"]`, but uses a step of the budget: `truncated` is set once the budget's worth of steps
 is used up without the episode ending, so invalid actions cannot run forever.
