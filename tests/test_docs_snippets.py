@@ -1,9 +1,7 @@
 """Every ```python block of README.md and docs/*.md runs as written, offline, each in a fresh interpreter.
 
-A block that cannot run as it stands (it needs a model endpoint, a key) is written as ```bash or
-``` instead, so what is shown as Python is code that works. A block meant for another machine says
-so on its first line (`# Not run here: needs a GPU.`, `# Runs where `openenv` is installed ...`): it
-is compiled here, and its page's own test runs it where that can be done.
+A block that cannot run as it stands (it needs a GPU, a model endpoint, a key) is fenced as ```bash
+or without a language instead, so what is shown as Python is code that works.
 """
 
 from __future__ import annotations
@@ -20,27 +18,24 @@ from service_incident.harness import docs
 
 ROOT = Path(__file__).resolve().parents[1]
 _PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
-ELSEWHERE = ("# Not run here", "# Runs where")
 
 
-def snippets(*, elsewhere: bool) -> list[pytest.param]:
+def snippets() -> list[pytest.param]:
     found = []
     for path in docs.documents(ROOT):
         text = path.read_text()
         for match in _PYTHON_BLOCK.finditer(text):
-            if match.group(1).startswith(ELSEWHERE) == elsewhere:
-                line = text.count("\n", 0, match.start()) + 1
-                found.append(pytest.param(match.group(1), id=f"{path.relative_to(ROOT)}:{line}"))
+            line = text.count("\n", 0, match.start()) + 1
+            found.append(pytest.param(match.group(1), id=f"{path.relative_to(ROOT)}:{line}"))
     return found
 
 
-def test_the_front_page_shows_python_that_runs_here() -> None:
-    """Playing in-process and the client, both as Python, neither for another machine."""
-    assert sum(param.id.startswith("README.md:") for param in snippets(elsewhere=False)) >= 2
-    assert not [param.id for param in snippets(elsewhere=True) if param.id.startswith("README.md:")]
+def test_the_front_page_shows_python() -> None:
+    """Playing in-process and the client, both as Python."""
+    assert sum(param.id.startswith("README.md:") for param in snippets()) >= 2
 
 
-@pytest.mark.parametrize("code", snippets(elsewhere=False))
+@pytest.mark.parametrize("code", snippets())
 def test_snippet_runs(code: str, tmp_path: Path) -> None:
     script = tmp_path / "snippet.py"
     script.write_text(code)
@@ -48,8 +43,3 @@ def test_snippet_runs(code: str, tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=environment(), capture_output=True,
                             text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
-
-
-@pytest.mark.parametrize("code", snippets(elsewhere=True))
-def test_snippet_for_another_machine_compiles(code: str) -> None:
-    compile(code, "<snippet>", "exec")
