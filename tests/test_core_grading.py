@@ -1,0 +1,64 @@
+"""Grading rules: what the responder caused is not the incident, red herrings do not block credit,
+partial answers earn partial credit, and a task's requirements are stated up front."""
+
+from __future__ import annotations
+
+from msgspec import structs
+
+from service_incident import scoring
+from service_incident.environment import ServiceIncidentEnvironment
+from service_incident.faults import FAULTS
+from service_incident.generator import generate
+from service_incident.incidents import Distraction
+from service_incident.tasks import TASKS
+from service_incident.world import P1_ERROR_RATE, World
+
+
+def test_a_red_herring_failing_side_work_on_a_user_facing_service_does_not_block_restoration() -> None:
+    incident = generate("easy", 7)
+    facing = next(s.name for s in incident.services if s.user_facing)
+    noisy = structs.replace(incident, distractions=[Distraction(kind="flaky_errors", service=facing, strength=1.0)])
+    world = World(noisy)
+    for fault in noisy.faults:
+        world.remediate(FAULTS[fault.type].fix, fault.service)
+    for _ in range(6):
+        world.advance()
+    # Its metrics still show the side work failing, above the paging threshold; users are served.
+    assert world.states[facing].error_rate > P1_ERROR_RATE
+    assert world.restored()
+
+
+def _ledger(declared: set[str], evidence: set[str], severity_right: bool) -> scoring.Ledger:
+    ledger = scoring.Ledger(evidence=evidence, severity_right=severity_right)
+    ledger.declared = frozenset(declared)
+    return ledger
+
+
+def test_half_the_roots_earns_part_of_severity_evidence_and_efficiency() -> None:
+    roots = frozenset({"db", "cache"})
+
+    def score(declared: set[str], evidence: set[str], severity_right: bool) -> float:
+        return scoring.final_score(
+            grading="generated", roots=roots, steps=5, max_steps=20, ledger=_ledger(declared, evidence, severity_right)
+        )[0]
+
+    full = score({"db", "cache"}, {"db", "cache"}, True)
+    half_backed = score({"db"}, {"db"}, True)
+    half_blind = score({"db"}, set(), True)
+    wrong = score({"api"}, {"db", "cache"}, True)
+    _, parts = scoring.final_score(
+        grading="generated", roots=roots, steps=5, max_steps=20, ledger=_ledger({"db"}, {"db"}, True)
+    )
+    # Severity, evidence and efficiency count for a partial answer, in proportion to it.
+    assert parts["severity"] > 0 and parts["evidence"] > 0 and parts["efficiency"] > 0
+    assert full > half_backed > half_blind > wrong
+    # Evidence seen of a root the answer left out earns nothing.
+    assert score({"db"}, {"db", "cache"}, True) == half_backed
+
+
+def test_the_first_observation_states_that_rationales_are_required() -> None:
+    env = ServiceIncidentEnvironment()
+    required = next(t for t in TASKS.values() if t.rationale_required)
+    assert "rationale" in env.reset(task_id=required.id, seed=1).message
+    other = next(t for t in TASKS.values() if not t.rationale_required)
+    assert "rationale" not in env.reset(task_id=other.id, seed=1).message
