@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from functools import cache, cached_property
 from typing import Literal
 
-from .faults import FAULTS, FaultType
+from .faults import FAULTS, FailureMode, FaultType
 from .incidents import Distraction
 from .models import Alert, MetricPoint, Metrics
 from .topology import KINDS, OPERATIONS, PORTS, ROUTINE_BY_TECH
@@ -51,6 +51,10 @@ LEVELS = ("CRIT", "PANIC", "FATAL", "ERROR", "WARN", "LOG", "INFO")
 TRACES_SAMPLED = 4
 TRACE_CANDIDATES = 12
 TRACE_DEPTH = 3
+# A faulty service's own span status by how its requests fail; each wording is shared by several fault types.
+SPAN_STATUS: dict[FailureMode, str] = {
+    "error": "error(500)", "write": "error(500)", "refused": "error(503)", "rejected": "error(rejected)",
+}
 
 _FIELD = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
 
@@ -613,21 +617,29 @@ class Telemetry:
         upstream_ok = math.prod(1.0 - share for _, share, _ in state.failing_upstreams)
         own_error = 1.0 - (1.0 - state.error_rate + state.side_error) / max(upstream_ok, 1e-9)
         if rng.random() < max(0.0, own_error):
-            faults = self.world.fault_runs(service, self._trace_step)
-            status = max(faults, key=lambda f: f[1])[0].span_error if faults else "error"
+            # What the service returns, in words several fault types share: a trace localizes, it does not classify.
+            status = SPAN_STATUS[state.mode] if state.fault_strength else "error(500)"
         if depth < TRACE_DEPTH:
             for child in node.edges:
                 if rng.random() >= child.share:
                     continue
                 took, child_status = self._span(child.dep, states, rng, depth + 1, spans, child)
                 total += took
-                if child_status != "ok" and rng.random() < child.weight:
-                    status = "error"
+                if child_status != "ok" and status == "ok" and rng.random() < child.weight:
+                    # A caller's span shows what it observed of the call, not why the call failed.
+                    status = "error(upstream timeout)" if child_status in ("timeout", "cancelled") else (
+                        "error(upstream error)"
+                    )
         if edge is not None:
             if total >= edge.deadline_ms:
                 total, status = edge.deadline_ms, "timeout"
+                # The caller gave up: work below it still running is cancelled then, never longer than it.
+                for later in range(index + 1, len(spans)):
+                    d, name, op_, ms, _ = spans[later]
+                    if ms > total:
+                        spans[later] = (d, name, op_, total, "cancelled")
             elif status == "ok" and rng.random() < max(0.0, state.call_failure - state.error_rate + state.side_error):
-                status = "error"
+                status = "error(500)"
         spans[index] = (depth, service, op, total, status)
         return total, status
 

@@ -3,6 +3,8 @@ partial answers earn partial credit, and a task's requirements are stated up fro
 
 from __future__ import annotations
 
+import re
+
 from msgspec import structs
 
 from service_incident import scoring
@@ -62,3 +64,50 @@ def test_the_first_observation_states_that_rationales_are_required() -> None:
     assert "rationale" in env.reset(task_id=required.id, seed=1).message
     other = next(t for t in TASKS.values() if not t.rationale_required)
     assert "rationale" not in env.reset(task_id=other.id, seed=1).message
+
+
+def _span(line: str) -> tuple[str, float, str]:
+    found = re.fullmatch(r"\s*(\S+) .* (\d+)ms (\S.*)", line)
+    assert found, line
+    return found[1], float(found[2]), found[3]
+
+
+def test_trace_statuses_localize_but_do_not_name_the_fault() -> None:
+    from service_incident.telemetry import Telemetry
+
+    statuses: dict[str, set[str]] = {}
+    for seed in range(60):
+        incident = generate("medium", seed)
+        world = World(incident)
+        telemetry = Telemetry(world, seed)
+        roots = {f.service: f.type for f in incident.faults}
+        for service in incident.names:
+            for line in telemetry.traces(service, 0).splitlines():
+                if line.startswith("trace"):
+                    continue
+                name, took, status = _span(line)
+                if name in roots and status.startswith("error("):
+                    statuses.setdefault(status, set()).add(roots[name])
+                assert took >= 0
+    # Every status a root's own span shows is shared by several fault types.
+    assert statuses and all(len(types) >= 2 for types in statuses.values()), statuses
+
+
+def test_a_child_span_never_outlasts_its_parent() -> None:
+    from service_incident.telemetry import Telemetry
+
+    for seed in range(40):
+        incident = generate("hard", seed)
+        telemetry = Telemetry(World(incident), seed)
+        for service in incident.names:
+            stack: list[float] = []
+            for line in telemetry.traces(service, 0).splitlines():
+                if line.startswith("trace"):
+                    stack = []
+                    continue
+                depth = (len(line) - len(line.lstrip())) // 2
+                took = _span(line)[1]
+                del stack[depth - 1:]
+                if stack:
+                    assert took <= stack[-1] + 1, (service, line)
+                stack.append(took)
