@@ -362,8 +362,9 @@ class Telemetry:
         node = self.world.plan.by_name[service]
         options = kind.phrasings(node.tech)
         phrasing = options[int(unit(self.world.incident.id, service, index, "phrasing") * len(options))]
-        # A weak fault writes a line now and then; a strong one fills the window.
-        count = min(5, math.ceil(12 * strength))
+        # A weak fault writes a line now and then, a strong one more; how often a service logs a failure
+        # differs too, so the count overlaps a minor fault's or a red herring's.
+        count = min(5, math.ceil(12 * strength * spread(0.2, 1.0, self.world.incident.id, service, index, "rate")))
         return [phrasing[i % len(phrasing)] for i in range(count)]
 
     def _caller_line(self, edge: Edge, cause: str, share: float) -> str:
@@ -408,15 +409,17 @@ class Telemetry:
             deadline = f"{edge.deadline_ms:.0f}" if edge else "2000"
             level_ = "ERROR" if unit(iid, index, "blame") < 0.5 else "WARN"
             line = options[int(unit(iid, index, "line") * len(options))]
-            count = 1 + int(unit(iid, index, "count") * 2)
+            count = 1 + int(unit(iid, index, "count") * 4)
             return [line.format(level=level_, blamed=blamed, deadline=deadline)] * count
         if kind == "minor_fault":
             fault = FAULTS[distraction.fault or "slow_query"]
-            return self._fault_lines(fault, distraction.service, 100 + index, 0.3)[:2]
+            return self._fault_lines(fault, distraction.service, 100 + index, 0.4)
         if not options:
             return []
-        chosen = [options[int(unit(iid, index, kind, n) * len(options))] for n in range(2)]
-        return list(dict.fromkeys(chosen))
+        chosen = list(dict.fromkeys(options[int(unit(iid, index, kind, n) * len(options))] for n in range(2)))
+        # Side work that fails retries: its lines repeat as often as a real fault's.
+        repeats = 1 + int(unit(iid, index, kind, "repeats") * 3)
+        return [line for line in chosen for _ in range(repeats)] if kind == "flaky_errors" else chosen
 
     def metrics(self, service: str, step: int) -> Metrics:
         """The golden signals now (as of the metrics pipeline's lag) and their history by minute."""
@@ -526,7 +529,14 @@ class Telemetry:
             if fault.service == service and change:
                 lead = fault_lead(incident, fault, index)
                 moment = started - timedelta(minutes=lead + spread(1, 8, incident.id, service, "ship"))
-                entries.append((moment, change.replace("{version}", current) + " by ci-bot"))
+                # Release notes say what a change meant to do, not what it broke: often the fault's own
+                # change, sometimes a note any release could carry.
+                text = change.replace("{version}", current)
+                draw = unit(incident.id, service, index, "notes")
+                if text.startswith("deploy ") and draw >= 0.4:
+                    notes = (*_RELEASE_NOTES, "routine release")
+                    text = f"deploy {current}: {notes[int((draw - 0.4) / 0.6 * len(notes))]}"
+                entries.append((moment, f"{text} by ci-bot"))
                 changed = True
         for index, distraction in enumerate(incident.distractions):
             if distraction.service == service and distraction.kind == "recent_deploy" and not changed:
@@ -729,18 +739,44 @@ class Telemetry:
                 summary=rule.summary.format(value=value, peak=peak), since=format_time(since),
             ))
         started = parse_time(incident.started_at)
+        world = self.world
         for index, distraction in enumerate(incident.distractions):
             if distraction.kind == "stale_alert":
                 strength = distraction_strength(distraction, incident.id, index)
                 value = round(80.0 + 12.0 * strength, 1)
                 since = started - timedelta(minutes=spread(3, 300, incident.id, index, "stale"))
-                alerts.append(Alert(
-                    service=distraction.service, signal="disk_pct", level="warning", status="firing", value=value,
-                    peak=value, summary=f"disk usage /var/log {value:.0f}% (threshold 80%)", since=format_time(since),
-                ))
+                alerts.append(_disk_alert(world, distraction.service, value, value, since, "firing"))
+        for index, fault in enumerate(incident.faults):
+            if fault.type != "disk_full" or step < -fault_lead(incident, fault, index):
+                continue
+            # A full volume pages on disk usage too, with values overlapping a stale log-volume warning's.
+            live = world.fault_runs(fault.service, step)
+            value = round(min(100.0, 84.0 + 16.0 * max((s for _, s in live), default=0.0)), 1)
+            peak = max(value, round(min(100.0, 84.0 + 16.0 * world.strengths(0)[index]), 1))
+            since = started - timedelta(minutes=fault_lead(incident, fault, index))
+            status: Literal["firing", "resolved"] = "firing" if live else "resolved"
+            alerts.append(_disk_alert(world, fault.service, value, peak, since, status))
         facing = {s.name for s in incident.services if s.user_facing}
         alerts.sort(key=lambda a: (a.status != "firing", a.level != "critical", a.service not in facing, a.service))
         return alerts
+
+
+# Where a volume fills: the log volume of any service, or a datastore's data directory.
+_DATA_DIRS = {
+    "postgres": "/var/lib/postgresql", "mysql": "/var/lib/mysql", "kafka": "/var/lib/kafka/data",
+    "rabbitmq": "/var/lib/rabbitmq/mnesia",
+}
+
+
+def _disk_alert(
+    world: World, service: str, value: float, peak: float, since: datetime, status: Literal["firing", "resolved"],
+) -> Alert:
+    data = _DATA_DIRS.get(world.plan.by_name[service].tech)
+    path = data if data and unit(world.incident.id, service, "volume") < 0.5 else "/var/log"
+    return Alert(
+        service=service, signal="disk_pct", level="warning", status=status, value=value, peak=peak,
+        summary=f"disk usage {path} {value:.0f}% (threshold 80%)", since=format_time(since),
+    )
 
 
 def significant(value: float) -> float:

@@ -111,3 +111,55 @@ def test_a_child_span_never_outlasts_its_parent() -> None:
                 if stack:
                     assert took <= stack[-1] + 1, (service, line)
                 stack.append(took)
+
+
+def _incidents(tier: str, count: int) -> list:
+    return [generate(tier, seed) for seed in range(count)]
+
+
+def test_disk_warnings_are_sometimes_real() -> None:
+    from service_incident.telemetry import Telemetry
+
+    on_root = on_bystander = 0
+    for incident in _incidents("medium", 200) + _incidents("hard", 200):
+        roots = {f.service for f in incident.faults if f.type == "disk_full"}
+        for alert in Telemetry(World(incident), 1).alerts(0):
+            if "/var/log" in alert.summary:
+                on_root += alert.service in roots
+                on_bystander += alert.service not in roots
+    # A log volume filling up can be the fault itself, or a stale warning on a bystander.
+    assert on_root > 0 and on_bystander > 0
+
+
+def test_signature_line_counts_overlap_between_roots_and_red_herrings() -> None:
+    from service_incident.faults import FAULTS
+    from service_incident.telemetry import Telemetry
+
+    root_counts: list[int] = []
+    herring_counts: list[int] = []
+    for incident in _incidents("hard", 150):
+        world = World(incident)
+        telemetry = Telemetry(world, 1)
+        for index, fault in enumerate(incident.faults):
+            strength = world.strengths(0)[index]
+            if strength > 0:
+                root_counts.append(len(telemetry._fault_lines(FAULTS[fault.type], fault.service, index, strength)))
+        for index, d in enumerate(incident.distractions):
+            if d.kind in ("minor_fault", "flaky_errors", "misleading_log"):
+                herring_counts.append(len(telemetry._distraction_lines(d.kind, d, index)))
+    # A red herring can write as many signature lines as a root, and a root as few as a red herring.
+    assert max(herring_counts) >= 3 and min(root_counts) <= 2
+
+
+def test_release_notes_do_not_tell_a_leak_from_exhaustion() -> None:
+    from service_incident.telemetry import Telemetry
+
+    notes: set[bool] = set()
+    for seed in range(400):
+        incident = generate("easy", seed)
+        for fault in incident.faults:
+            if fault.type == "memory_leak":
+                history = Telemetry(World(incident), 1).deploys(fault.service, 0).splitlines()
+                notes.add("routine release" in history[0])
+    # The release that shipped a leak is sometimes described as routine, sometimes by its feature.
+    assert notes == {True, False}
