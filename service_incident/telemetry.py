@@ -390,9 +390,11 @@ class Telemetry:
             "timeout": ("504", f"deadline exceeded after {edge.deadline_ms:.0f}ms"),
             "breaker": ("503", "circuit breaker open, failing fast"),
             "refused": ("502", "connection refused" if edge.style != "bare" else "connection reset by peer"),
-            "rejected": ("401", "upstream rejected credentials"),
+            # A caller turns a dependency's refusal of its credentials into a server error of its own.
+            "rejected": ("502", "upstream rejected credentials (401)"),
             "write": ("500", f"write failed: {target} returned an error"),
-            "error": ("503", "upstream returned 503"),
+            # A datastore answers a failed command in its own protocol, not with an HTTP status.
+            "error": ("500", f"{target} failed: server error") if ops else ("503", "upstream returned 503"),
         }[cause]
         if severity == "WARN":
             then = f"retrying (attempt 2/{edge.retries + 1})" if edge.retries else "giving up"
@@ -410,10 +412,15 @@ class Telemetry:
             level_ = "ERROR" if unit(iid, index, "blame") < 0.5 else "WARN"
             line = options[int(unit(iid, index, "line") * len(options))]
             count = 1 + int(unit(iid, index, "count") * 4)
-            return [line.format(level=level_, blamed=blamed, deadline=deadline)] * count
+            # Blamed in the words its technology would fail in, like a real failing call.
+            datastore = blamed in self.world.plan.by_name and self.world.plan.by_name[blamed].kind in OPERATIONS
+            status, failure = ("500", "command failed: server error") if datastore else ("503", "upstream returned 503")
+            return [line.format(level=level_, blamed=blamed, deadline=deadline, status=status, failure=failure)] * count
         if kind == "minor_fault":
             fault = FAULTS[distraction.fault or "slow_query"]
             return self._fault_lines(fault, distraction.service, 100 + index, 0.4)
+        if kind == "flaky_errors" and self.world.plan.by_name[distraction.service].kind in OPERATIONS:
+            options = _DATASTORE_SIDE_WORK
         if not options:
             return []
         chosen = list(dict.fromkeys(options[int(unit(iid, index, kind, n) * len(options))] for n in range(2)))
@@ -846,7 +853,7 @@ _DISTRACTION_LOGS: dict[str, tuple[str, ...]] = {
     "misleading_log": (
         '{level} req={{hex:8}} "{{endpoint}}" status=504 upstream={blamed} err="deadline exceeded after {deadline}ms"',
         '{level} slow response from upstream={blamed} rt={{int:300:900}}ms, retrying (attempt 2/3)',
-        '{level} req={{hex:8}} "{{endpoint}}" status=503 upstream={blamed} err="upstream returned 503"',
+        '{level} req={{hex:8}} "{{endpoint}}" status={status} upstream={blamed} err="{failure}"',
     ),
     "flaky_errors": (
         "ERROR partner webhook delivery failed: x509: certificate has expired host=hooks.partner.io",
@@ -858,6 +865,12 @@ _DISTRACTION_LOGS: dict[str, tuple[str, ...]] = {
     "stale_alert": (),
     "minor_fault": (),
 }
+# Side work of a datastore (no webhooks or exports of its own): backups, snapshots, audit streams.
+_DATASTORE_SIDE_WORK = (
+    "ERROR backup upload to object storage failed: connection reset by peer bucket=backups-{hex:4}",
+    "WARN scheduled snapshot {hex:6} failed: deadline exceeded after {int:1000:5000}ms, will retry",
+    "ERROR audit stream shipping to analytics failed: connection refused host=audit-sink.internal",
+)
 
 _REMEDY_LOGS = {
     "restart": "INFO received SIGTERM, shutting down; replacement pod passed readiness",

@@ -163,3 +163,28 @@ def test_release_notes_do_not_tell_a_leak_from_exhaustion() -> None:
                 notes.add("routine release" in history[0])
     # The release that shipped a leak is sometimes described as routine, sometimes by its feature.
     assert notes == {True, False}
+
+
+def test_lines_fit_the_technology_and_callers_report_server_errors() -> None:
+    from service_incident.telemetry import Telemetry
+    from service_incident.topology import OPERATIONS
+
+    datastore_lines = caller_lines = 0
+    for incident in _incidents("hard", 150):
+        world = World(incident)
+        telemetry = Telemetry(world, 1)
+        for service in incident.names:
+            logs = telemetry.logs(service, 0)
+            node = world.plan.by_name[service]
+            if node.kind in OPERATIONS:
+                datastore_lines += 1
+                assert "webhook" not in logs and "nightly-export" not in logs, logs
+            for line in logs.splitlines():
+                if "upstream=" in line or "host=" in line:
+                    caller_lines += 1
+                    # A user-facing 5xx page counts what callers return: never a 401 they relay.
+                    assert "status=401" not in line, line
+            for dep in node.edges:
+                if world.plan.by_name[dep.dep].kind in OPERATIONS:
+                    assert f'upstream={dep.dep} err="upstream returned 503' not in logs
+    assert datastore_lines and caller_lines
