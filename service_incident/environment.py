@@ -128,6 +128,8 @@ class ServiceIncidentEnvironment:
             f"Paged: {len(telemetry.alerts(0))} alert(s). You can see the logs of {first}. "
             f"Actions: {', '.join(task.actions)}. The episode ends with {' or '.join(task.ends_on)} "
             f"or after {task.max_steps} steps."
+            + (" Every action needs a rationale (credited for citing what you observed)."
+               if task.rationale_required else "")
         )
         return self._observe(brief, reward=0.0)
 
@@ -311,13 +313,14 @@ class ServiceIncidentEnvironment:
             restored=restored,
         )
         graded = episode.telemetry.lagged(episode.step)
-        impacts = [world.user_facing_impact(step) for step in range(graded + 1)]
+        impacts = [world.graded_impact(step) for step in range(graded + 1)]
         error_rate = max(impact[0] for impact in impacts)
         worst_latency = max(impact[1] for impact in impacts)
         at_risk = world.data_at_risk(graded)
         basis = (
             f"worst user-facing impact from the page to {format_time(clock(world, graded))} (what metrics showed "
-            f"when the answer was given): error rate {error_rate:.1%}, p99 {worst_latency:.0f} ms"
+            f"when the answer was given; a restart's own brief disruption not counted): error rate {error_rate:.1%}, "
+            f"p99 {worst_latency:.0f} ms"
             f"{'; a system of record refused or lost writes' if at_risk else ''}. Rubric: P0 at error rate "
             f">= {P0_ERROR_RATE:.0%} or p99 >= {P0_LATENCY_MS:.0f} ms or writes of record lost; P1 at "
             f">= {P1_ERROR_RATE:.0%} or >= {P1_LATENCY_MS:.0f} ms; otherwise P2."

@@ -91,8 +91,6 @@ class FaultType:
     termination: str | None = None
     # Minutes the fault had been building before the page: (least, most).
     lead: tuple[int, int] = (2, 8)
-    # How a request that fails inside the service shows in a trace span.
-    span_error: str = "error"
 
     def data_at_risk(self, kind: str) -> bool:
         return self.loses_writes and kind in RECORD_KINDS
@@ -122,7 +120,7 @@ FAULTS: Mapping[str, FaultType] = {
                 "*": (("ERROR upstream prematurely closed connection while reading response header build={version}",
                        "WARN error budget burn rate {int:6:40}x over 5m window"),),
             },
-            span_error="error(exception)", fix="rollback", error_rate=0.55, latency_ms=90, change="deploy {version}: payload schema update",
+            fix="rollback", error_rate=0.55, latency_ms=90, change="deploy {version}: payload schema update",
             lead=(1, 6),
         ),
         FaultType(
@@ -133,7 +131,7 @@ FAULTS: Mapping[str, FaultType] = {
                 ("WARN req={hex:8} \"{endpoint}\" status=401 pod={canary} err=\"invalid audience claim\"",
                  "WARN canary {version} error ratio above stable by {int:8:20} points"),
             )},
-            span_error="error(401)", fix="rollback", error_rate=0.18, latency_ms=25, failure="rejected",
+            fix="rollback", error_rate=0.18, latency_ms=25, failure="rejected",
             change="canary {version} started at 10% of traffic", lead=(2, 10),
         ),
         FaultType(
@@ -146,7 +144,7 @@ FAULTS: Mapping[str, FaultType] = {
                 "*": (("CRIT process exited status=139 after {float:0:3}s uptime",
                        "ERROR startup failed: could not load config section \"{pick:limits|routes|flags}\""),),
             },
-            span_error="error(connection refused)", fix="restart", acceptable=("rollback",), error_rate=0.96, cpu_pct=4, memory_pct=12, health="down",
+            fix="restart", acceptable=("rollback",), error_rate=0.96, cpu_pct=4, memory_pct=12, health="down",
             failure="refused", events=(_BACKOFF, _UNHEALTHY), termination="Error (exit code 139)", lead=(1, 4),
         ),
         FaultType(
@@ -157,7 +155,7 @@ FAULTS: Mapping[str, FaultType] = {
                 ("WARN accept queue full ({int:300:900} pending); rejecting new connections",
                  "ERROR req={hex:8} \"{endpoint}\" status=503 err=\"too many requests in flight\""),
             )},
-            span_error="error(503 overloaded)", fix="scale_up", acceptable=("shed_load",), relief=("restart",), load=3.5, lead=(2, 8),
+            fix="scale_up", acceptable=("shed_load",), relief=("restart",), load=3.5, lead=(2, 8),
         ),
         FaultType(
             "memory_leak", (*APP_KINDS, "gateway", "search"),
@@ -172,7 +170,7 @@ FAULTS: Mapping[str, FaultType] = {
                           "WARN event loop lag {int:400:2000}ms"),),
                 "*": (("WARN worker rss {int:480:510}MB, recycling", "ERROR upstream timed out while reading"),),
             },
-            span_error="error(503 oom)", fix="rollback", relief=("restart", "scale_up"), error_rate=0.3, latency_ms=700, cpu_pct=72,
+            fix="rollback", relief=("restart", "scale_up"), error_rate=0.3, latency_ms=700, cpu_pct=72,
             memory_pct=98, change="deploy {version}: response cache for sessions", events=(_OOM,),
             termination="OOMKilled (exit code 137)", lead=(12, 15),
         ),
@@ -184,7 +182,7 @@ FAULTS: Mapping[str, FaultType] = {
                 ("WARN memory pressure: {int:500:512}Mi of 512Mi used by {int:200:600} concurrent requests",
                  "ERROR req={hex:8} \"{endpoint}\" status=503 err=\"no ready endpoints\""),
             )},
-            span_error="error(503 oom)", fix="scale_up", relief=("restart",), error_rate=0.35, latency_ms=300, cpu_pct=60, memory_pct=99,
+            fix="scale_up", relief=("restart",), error_rate=0.35, latency_ms=300, cpu_pct=60, memory_pct=99,
             load=0.6, events=(_OOM, _UNHEALTHY), termination="OOMKilled (exit code 137)", lead=(1, 5),
         ),
         FaultType(
@@ -201,7 +199,7 @@ FAULTS: Mapping[str, FaultType] = {
                 "*": (("CRIT connection pool EXHAUSTED max=100 active=100 waiting={int:300:900}",
                        "ERROR timeout acquiring connection after {int:1000:3000}ms"),),
             },
-            span_error="error(pool timeout)", fix="restart", acceptable=("scale_up",), error_rate=0.7, latency_ms=1800, cpu_pct=90, memory_pct=80,
+            fix="restart", acceptable=("scale_up",), error_rate=0.7, latency_ms=1800, cpu_pct=90, memory_pct=80,
             db_report={"*": "connections: active={max_conn} idle=0 max={max_conn} waiting={int:300:900}; longest wait "
                             "{float:8:30}s; top client: {client} ({int:60:95} connections, idle in transaction)"},
         ),
@@ -215,7 +213,7 @@ FAULTS: Mapping[str, FaultType] = {
                 "*": (("WARN {int:900:1024} worker_connections are not enough",
                        "WARN worker pool saturated, request waited {int:900:2000}ms"),),
             },
-            span_error="error(queue timeout)", fix="restart", acceptable=("scale_up",), error_rate=0.1, latency_ms=600, cpu_pct=40,
+            fix="restart", acceptable=("scale_up",), error_rate=0.1, latency_ms=600, cpu_pct=40,
             capacity_loss=0.7, lead=(2, 8),
         ),
         FaultType(
@@ -231,7 +229,7 @@ FAULTS: Mapping[str, FaultType] = {
                               "WARN publishers blocked: disk alarm in effect"),),
                 "*": (("ERROR write failed: No space left on device",),),
             },
-            span_error="error(no space left)", fix="expand_volume", acceptable=("scale_up",), error_rate=0.45, latency_ms=400, cpu_pct=70,
+            fix="expand_volume", acceptable=("scale_up",), error_rate=0.45, latency_ms=400, cpu_pct=70,
             failure="write", loses_writes=True, lead=(4, 15),
             db_report={"postgres": "disk: /var/lib/postgresql 100% used (0 B free); WAL {int:40:60}GB; last checkpoint "
                                    "failed; {int:20:90} transactions aborted in the last minute",
@@ -245,7 +243,7 @@ FAULTS: Mapping[str, FaultType] = {
                 "*": (("WARN evictions={int:40000:90000} in last 60s, limit_maxbytes reached",
                        "INFO get_hits ratio 0.{int:20:45}"),),
             },
-            span_error="error(miss)", fix="scale_up", latency_ms=2, cpu_pct=55, memory_pct=99, caller_failure=0.45, failure="rejected", lead=(3, 12),
+            fix="scale_up", latency_ms=2, cpu_pct=55, memory_pct=99, caller_failure=0.45, failure="rejected", lead=(3, 12),
         ),
         FaultType(
             "upstream_rate_limit", (*APP_KINDS, "gateway"),
@@ -255,7 +253,7 @@ FAULTS: Mapping[str, FaultType] = {
                 ("WARN rate limited by partner API (quota {int:100:600}/min), backing off",
                  "ERROR req={hex:8} \"{endpoint}\" status=503 err=\"provider quota exceeded\""),
             )},
-            span_error="error(429 from provider)", fix="escalate", acceptable=("shed_load",), error_rate=0.3, latency_ms=500, lead=(2, 8),
+            fix="escalate", acceptable=("shed_load",), error_rate=0.3, latency_ms=500, lead=(2, 8),
         ),
         FaultType(
             "db_deadlock", ("database",),
@@ -265,7 +263,7 @@ FAULTS: Mapping[str, FaultType] = {
                 "mysql": (("ERROR 1213 (40001): Deadlock found when trying to get lock; try restarting transaction",
                            "WARN Lock wait timeout exceeded; try restarting transaction"),),
             },
-            span_error="error(deadlock)", fix="restart", error_rate=0.45, latency_ms=4000, cpu_pct=70, lead=(2, 6),
+            fix="restart", error_rate=0.45, latency_ms=4000, cpu_pct=70, lead=(2, 6),
             db_report={"*": "locks: {int:30:120} sessions waiting; blocker pid {int:1000:9999} holds an exclusive lock "
                             "for {int:60:600}s running ALTER TABLE; connections active={int:60:95} max={max_conn}"},
         ),
@@ -278,7 +276,7 @@ FAULTS: Mapping[str, FaultType] = {
                 "mysql": (("WARN # Query_time: {int:3:9}.{int:100:999} Rows_examined: {int:2:9}000000 SELECT * FROM orders "
                            "WHERE customer_id = ?",),),
             },
-            span_error="error(statement timeout)", fix="rollback", acceptable=("scale_up",), error_rate=0.25, latency_ms=4000, cpu_pct=86,
+            fix="rollback", acceptable=("scale_up",), error_rate=0.25, latency_ms=4000, cpu_pct=86,
             change="migration {version}: drop index on customer_id", lead=(3, 12),
             db_report={"*": "slowest statements: SELECT ... WHERE customer_id = ? mean {int:3000:9000}ms "
                             "calls={int:200:900}/min (full scan, rows={int:2:9}000000); connections active={int:40:80} max={max_conn}"},
@@ -295,7 +293,7 @@ FAULTS: Mapping[str, FaultType] = {
                       ("WARN {int:40:70}% of TLS handshakes failing over last 5m server={host}",
                        "ERROR tls: failed to verify certificate: x509: certificate has expired server={host}")),
             },
-            span_error="error(tls handshake)", fix="renew_certificate", acceptable=("escalate",), error_rate=0.6, latency_ms=30, failure="refused", lead=(1, 3),
+            fix="renew_certificate", acceptable=("escalate",), error_rate=0.6, latency_ms=30, failure="refused", lead=(1, 3),
         ),
         FaultType(
             "null_pointer", APP_KINDS,
@@ -307,7 +305,7 @@ FAULTS: Mapping[str, FaultType] = {
                     "node": "TypeError: Cannot read properties of null (reading 'claims')",
                 }, ("ERROR unhandled exception in request handler build={version} trace_id={hex:16}",)),
             },
-            span_error="error(exception)", fix="rollback", error_rate=0.42, latency_ms=15, change="deploy {version}: token validation refactor", lead=(1, 6),
+            fix="rollback", error_rate=0.42, latency_ms=15, change="deploy {version}: token validation refactor", lead=(1, 6),
         ),
         FaultType(
             "clock_skew", APP_KINDS,
@@ -317,7 +315,7 @@ FAULTS: Mapping[str, FaultType] = {
                 ("WARN req={hex:8} \"{endpoint}\" status=401 err=\"jwt not valid yet (nbf)\"",
                  "WARN ntp: time offset +{int:300:600}s exceeds 1s"),
             )},
-            span_error="error(401 token not yet valid)", fix="restart", error_rate=0.25, latency_ms=20, failure="rejected", lead=(3, 15),
+            fix="restart", error_rate=0.25, latency_ms=20, failure="rejected", lead=(3, 15),
         ),
         FaultType(
             "external_dependency_failure", APP_KINDS,
@@ -327,7 +325,7 @@ FAULTS: Mapping[str, FaultType] = {
                 ("ERROR call to identity provider failed: connect timeout after {int:2000:5000}ms",
                  "WARN provider health check failing for {int:2:9} minutes"),
             )},
-            span_error="error(provider timeout)", fix="escalate", error_rate=0.85, latency_ms=2400, cpu_pct=20, lead=(1, 6),
+            fix="escalate", error_rate=0.85, latency_ms=2400, cpu_pct=20, lead=(1, 6),
         ),
         FaultType(
             "replica_failover", ("cache", "database"),
@@ -342,7 +340,7 @@ FAULTS: Mapping[str, FaultType] = {
                            "execute this statement",
                            "WARN replica not promoted: no eligible candidate"),),
             },
-            span_error="error(read-only)", fix="failover", acceptable=("restart",), error_rate=0.45, latency_ms=40, cpu_pct=35, failure="write",
+            fix="failover", acceptable=("restart",), error_rate=0.45, latency_ms=40, cpu_pct=35, failure="write",
             loses_writes=True, lead=(1, 4),
             db_report={"*": "replication: role=replica (promotion pending) read_only=on; replicas in sync 0/2"},
         ),

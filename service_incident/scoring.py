@@ -40,7 +40,9 @@ REWARD_MAX = DECLARE_EXACT
 REWARD_MIN = min(DECLARE_WRONG, RESOLVE_PREMATURE, BUDGET_EXHAUSTED + WASTE_PENALTY) - INFO_REWARD_CAP
 
 # Final score: the weight of each part per kind of grading. Every part but `root_cause` and
-# `remediation` counts only once the root cause is right (efficiency: or service is restored).
+# `remediation` counts in proportion to the root causes named right (the `root_cause` share: found
+# over declared-or-true), so a wrong answer earns none of them and half the roots earns about half;
+# efficiency counts in full once service is restored.
 WEIGHTS: Mapping[str, Mapping[str, float]] = {
     "triage": {"root_cause": 0.5, "severity": 0.2, "evidence": 0.2, "efficiency": 0.1},
     "response": {
@@ -136,15 +138,16 @@ def final_score(
     weights = WEIGHTS[grading]
     declared = ledger.declared
     root_share = len(declared & roots) / len(declared | roots) if declared else 0.0
-    root_right = root_share == 1.0
+    found = declared & roots if declared else frozenset()
     earned = {
         "root_cause": root_share,
         "remediation": 1.0 if restored else 0.0,
-        "severity": 1.0 if root_right and ledger.severity_right else 0.0,
-        "evidence": len(ledger.evidence & roots) / len(roots) if root_right else 0.0,
-        "efficiency": 1.0 - (steps - 1) / max_steps if root_right or restored else 0.0,
+        "severity": root_share if ledger.severity_right else 0.0,
+        # Evidence for the roots named right, out of every root: seeing a root and not naming it earns nothing.
+        "evidence": root_share * len(ledger.evidence & found) / len(found) if found else 0.0,
+        "efficiency": (1.0 if restored else root_share) * (1.0 - (steps - 1) / max_steps),
         "rationale": (
-            rationale_credit(ledger.rationales, ledger.observed) if root_right and "rationale" in weights else 0.0
+            root_share * rationale_credit(ledger.rationales, ledger.observed) if "rationale" in weights else 0.0
         ),
     }
     parts = {name: weight * earned[name] for name, weight in weights.items()}
@@ -184,24 +187,22 @@ def postmortem(
             said += [f"named but not a root cause: {', '.join(extra)}"] if extra else []
             missed[part] = "; ".join(said) or "no root cause was declared"
         elif part == "severity":
-            missed[part] = (
-                f"declared {declared_severity or 'nothing'}, graded {severity}" if set(declared) == roots
-                else "counts only once every root cause is named"
+            missed[part] = f"declared {declared_severity or 'nothing'}, graded {severity}" + (
+                "" if set(declared) == roots else "; counts in proportion to the root causes named right"
             )
         elif part == "evidence":
-            unseen = sorted(roots - seen)
-            missed[part] = (
-                f"no view showed the fault of: {', '.join(unseen)}" if set(declared) == roots
-                else "counts only once every root cause is named"
-            )
+            unseen = sorted(roots & set(declared) - seen)
+            said = [f"no view showed the fault of: {', '.join(unseen)}"] if unseen else []
+            said += [] if set(declared) == roots else ["counts in proportion to the root causes named right"]
+            missed[part] = "; ".join(said)
         elif part == "remediation":
             missed[part] = (
                 f"service not restored; faults still live on: {', '.join(live)}" if live
                 else "faults fixed but users still affected when the episode ended"
             )
         elif part == "efficiency":
-            missed[part] = f"{steps} of {max_steps} steps used" if set(declared) == roots or restored else (
-                "counts only once the root cause is named or service restored"
+            missed[part] = f"{steps} of {max_steps} steps used" + (
+                "" if set(declared) == roots or restored else "; counts in proportion to the root causes named right"
             )
         elif part == "rationale":
             missed[part] = f"rationales cite fewer than {RATIONALE_CITES} distinct facts that were observed"

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from functools import cache, cached_property
 from typing import Literal
 
-from .faults import FAULTS, FaultType
+from .faults import FAULTS, FailureMode, FaultType
 from .incidents import Distraction
 from .models import Alert, MetricPoint, Metrics
 from .topology import KINDS, OPERATIONS, PORTS, ROUTINE_BY_TECH
@@ -51,6 +51,10 @@ LEVELS = ("CRIT", "PANIC", "FATAL", "ERROR", "WARN", "LOG", "INFO")
 TRACES_SAMPLED = 4
 TRACE_CANDIDATES = 12
 TRACE_DEPTH = 3
+# A faulty service's own span status by how its requests fail; each wording is shared by several fault types.
+SPAN_STATUS: dict[FailureMode, str] = {
+    "error": "error(500)", "write": "error(500)", "refused": "error(503)", "rejected": "error(rejected)",
+}
 
 _FIELD = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
 
@@ -358,8 +362,9 @@ class Telemetry:
         node = self.world.plan.by_name[service]
         options = kind.phrasings(node.tech)
         phrasing = options[int(unit(self.world.incident.id, service, index, "phrasing") * len(options))]
-        # A weak fault writes a line now and then; a strong one fills the window.
-        count = min(5, math.ceil(12 * strength))
+        # A weak fault writes a line now and then, a strong one more; how often a service logs a failure
+        # differs too, so the count overlaps a minor fault's or a red herring's.
+        count = min(5, math.ceil(12 * strength * spread(0.2, 1.0, self.world.incident.id, service, index, "rate")))
         return [phrasing[i % len(phrasing)] for i in range(count)]
 
     def _caller_line(self, edge: Edge, cause: str, share: float) -> str:
@@ -385,9 +390,11 @@ class Telemetry:
             "timeout": ("504", f"deadline exceeded after {edge.deadline_ms:.0f}ms"),
             "breaker": ("503", "circuit breaker open, failing fast"),
             "refused": ("502", "connection refused" if edge.style != "bare" else "connection reset by peer"),
-            "rejected": ("401", "upstream rejected credentials"),
+            # A caller turns a dependency's refusal of its credentials into a server error of its own.
+            "rejected": ("502", "upstream rejected credentials (401)"),
             "write": ("500", f"write failed: {target} returned an error"),
-            "error": ("503", "upstream returned 503"),
+            # A datastore answers a failed command in its own protocol, not with an HTTP status.
+            "error": ("500", f"{target} failed: server error") if ops else ("503", "upstream returned 503"),
         }[cause]
         if severity == "WARN":
             then = f"retrying (attempt 2/{edge.retries + 1})" if edge.retries else "giving up"
@@ -404,15 +411,22 @@ class Telemetry:
             deadline = f"{edge.deadline_ms:.0f}" if edge else "2000"
             level_ = "ERROR" if unit(iid, index, "blame") < 0.5 else "WARN"
             line = options[int(unit(iid, index, "line") * len(options))]
-            count = 1 + int(unit(iid, index, "count") * 2)
-            return [line.format(level=level_, blamed=blamed, deadline=deadline)] * count
+            count = 1 + int(unit(iid, index, "count") * 4)
+            # Blamed in the words its technology would fail in, like a real failing call.
+            datastore = blamed in self.world.plan.by_name and self.world.plan.by_name[blamed].kind in OPERATIONS
+            status, failure = ("500", "command failed: server error") if datastore else ("503", "upstream returned 503")
+            return [line.format(level=level_, blamed=blamed, deadline=deadline, status=status, failure=failure)] * count
         if kind == "minor_fault":
             fault = FAULTS[distraction.fault or "slow_query"]
-            return self._fault_lines(fault, distraction.service, 100 + index, 0.3)[:2]
+            return self._fault_lines(fault, distraction.service, 100 + index, 0.4)
+        if kind == "flaky_errors" and self.world.plan.by_name[distraction.service].kind in OPERATIONS:
+            options = _DATASTORE_SIDE_WORK
         if not options:
             return []
-        chosen = [options[int(unit(iid, index, kind, n) * len(options))] for n in range(2)]
-        return list(dict.fromkeys(chosen))
+        chosen = list(dict.fromkeys(options[int(unit(iid, index, kind, n) * len(options))] for n in range(2)))
+        # Side work that fails retries: its lines repeat as often as a real fault's.
+        repeats = 1 + int(unit(iid, index, kind, "repeats") * 3)
+        return [line for line in chosen for _ in range(repeats)] if kind == "flaky_errors" else chosen
 
     def metrics(self, service: str, step: int) -> Metrics:
         """The golden signals now (as of the metrics pipeline's lag) and their history by minute."""
@@ -522,7 +536,14 @@ class Telemetry:
             if fault.service == service and change:
                 lead = fault_lead(incident, fault, index)
                 moment = started - timedelta(minutes=lead + spread(1, 8, incident.id, service, "ship"))
-                entries.append((moment, change.replace("{version}", current) + " by ci-bot"))
+                # Release notes say what a change meant to do, not what it broke: often the fault's own
+                # change, sometimes a note any release could carry.
+                text = change.replace("{version}", current)
+                draw = unit(incident.id, service, index, "notes")
+                if text.startswith("deploy ") and draw >= 0.4:
+                    notes = (*_RELEASE_NOTES, "routine release")
+                    text = f"deploy {current}: {notes[int((draw - 0.4) / 0.6 * len(notes))]}"
+                entries.append((moment, f"{text} by ci-bot"))
                 changed = True
         for index, distraction in enumerate(incident.distractions):
             if distraction.service == service and distraction.kind == "recent_deploy" and not changed:
@@ -613,21 +634,29 @@ class Telemetry:
         upstream_ok = math.prod(1.0 - share for _, share, _ in state.failing_upstreams)
         own_error = 1.0 - (1.0 - state.error_rate + state.side_error) / max(upstream_ok, 1e-9)
         if rng.random() < max(0.0, own_error):
-            faults = self.world.fault_runs(service, self._trace_step)
-            status = max(faults, key=lambda f: f[1])[0].span_error if faults else "error"
+            # What the service returns, in words several fault types share: a trace localizes, it does not classify.
+            status = SPAN_STATUS[state.mode] if state.fault_strength else "error(500)"
         if depth < TRACE_DEPTH:
             for child in node.edges:
                 if rng.random() >= child.share:
                     continue
                 took, child_status = self._span(child.dep, states, rng, depth + 1, spans, child)
                 total += took
-                if child_status != "ok" and rng.random() < child.weight:
-                    status = "error"
+                if child_status != "ok" and status == "ok" and rng.random() < child.weight:
+                    # A caller's span shows what it observed of the call, not why the call failed.
+                    status = "error(upstream timeout)" if child_status in ("timeout", "cancelled") else (
+                        "error(upstream error)"
+                    )
         if edge is not None:
             if total >= edge.deadline_ms:
                 total, status = edge.deadline_ms, "timeout"
+                # The caller gave up: work below it still running is cancelled then, never longer than it.
+                for later in range(index + 1, len(spans)):
+                    d, name, op_, ms, _ = spans[later]
+                    if ms > total:
+                        spans[later] = (d, name, op_, total, "cancelled")
             elif status == "ok" and rng.random() < max(0.0, state.call_failure - state.error_rate + state.side_error):
-                status = "error"
+                status = "error(500)"
         spans[index] = (depth, service, op, total, status)
         return total, status
 
@@ -717,18 +746,44 @@ class Telemetry:
                 summary=rule.summary.format(value=value, peak=peak), since=format_time(since),
             ))
         started = parse_time(incident.started_at)
+        world = self.world
         for index, distraction in enumerate(incident.distractions):
             if distraction.kind == "stale_alert":
                 strength = distraction_strength(distraction, incident.id, index)
                 value = round(80.0 + 12.0 * strength, 1)
                 since = started - timedelta(minutes=spread(3, 300, incident.id, index, "stale"))
-                alerts.append(Alert(
-                    service=distraction.service, signal="disk_pct", level="warning", status="firing", value=value,
-                    peak=value, summary=f"disk usage /var/log {value:.0f}% (threshold 80%)", since=format_time(since),
-                ))
+                alerts.append(_disk_alert(world, distraction.service, value, value, since, "firing"))
+        for index, fault in enumerate(incident.faults):
+            if fault.type != "disk_full" or step < -fault_lead(incident, fault, index):
+                continue
+            # A full volume pages on disk usage too, with values overlapping a stale log-volume warning's.
+            live = world.fault_runs(fault.service, step)
+            value = round(min(100.0, 84.0 + 16.0 * max((s for _, s in live), default=0.0)), 1)
+            peak = max(value, round(min(100.0, 84.0 + 16.0 * world.strengths(0)[index]), 1))
+            since = started - timedelta(minutes=fault_lead(incident, fault, index))
+            status: Literal["firing", "resolved"] = "firing" if live else "resolved"
+            alerts.append(_disk_alert(world, fault.service, value, peak, since, status))
         facing = {s.name for s in incident.services if s.user_facing}
         alerts.sort(key=lambda a: (a.status != "firing", a.level != "critical", a.service not in facing, a.service))
         return alerts
+
+
+# Where a volume fills: the log volume of any service, or a datastore's data directory.
+_DATA_DIRS = {
+    "postgres": "/var/lib/postgresql", "mysql": "/var/lib/mysql", "kafka": "/var/lib/kafka/data",
+    "rabbitmq": "/var/lib/rabbitmq/mnesia",
+}
+
+
+def _disk_alert(
+    world: World, service: str, value: float, peak: float, since: datetime, status: Literal["firing", "resolved"],
+) -> Alert:
+    data = _DATA_DIRS.get(world.plan.by_name[service].tech)
+    path = data if data and unit(world.incident.id, service, "volume") < 0.5 else "/var/log"
+    return Alert(
+        service=service, signal="disk_pct", level="warning", status=status, value=value, peak=peak,
+        summary=f"disk usage {path} {value:.0f}% (threshold 80%)", since=format_time(since),
+    )
 
 
 def significant(value: float) -> float:
@@ -798,7 +853,7 @@ _DISTRACTION_LOGS: dict[str, tuple[str, ...]] = {
     "misleading_log": (
         '{level} req={{hex:8}} "{{endpoint}}" status=504 upstream={blamed} err="deadline exceeded after {deadline}ms"',
         '{level} slow response from upstream={blamed} rt={{int:300:900}}ms, retrying (attempt 2/3)',
-        '{level} req={{hex:8}} "{{endpoint}}" status=503 upstream={blamed} err="upstream returned 503"',
+        '{level} req={{hex:8}} "{{endpoint}}" status={status} upstream={blamed} err="{failure}"',
     ),
     "flaky_errors": (
         "ERROR partner webhook delivery failed: x509: certificate has expired host=hooks.partner.io",
@@ -810,6 +865,12 @@ _DISTRACTION_LOGS: dict[str, tuple[str, ...]] = {
     "stale_alert": (),
     "minor_fault": (),
 }
+# Side work of a datastore (no webhooks or exports of its own): backups, snapshots, audit streams.
+_DATASTORE_SIDE_WORK = (
+    "ERROR backup upload to object storage failed: connection reset by peer bucket=backups-{hex:4}",
+    "WARN scheduled snapshot {hex:6} failed: deadline exceeded after {int:1000:5000}ms, will retry",
+    "ERROR audit stream shipping to analytics failed: connection refused host=audit-sink.internal",
+)
 
 _REMEDY_LOGS = {
     "restart": "INFO received SIGTERM, shutting down; replacement pod passed readiness",

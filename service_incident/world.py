@@ -36,8 +36,11 @@ Cause = Literal["error", "refused", "rejected", "write", "timeout", "breaker"]
 BREAKER_OPEN = 0.5
 # Queueing: a service slows as utilisation nears 1 and sheds the requests beyond its capacity.
 MAX_UTILISATION = 0.97
-# Restarting a service fails about this share of its requests during the step it restarts in.
-RESTART_DISRUPTION = 0.45
+# A restart is rolling: one pod at a time drains, and about this share of one pod's requests (those
+# in flight as it stops and those sent before its readiness settles) fails during the step it runs in.
+# With two to five replicas that is 3-12% of the service's requests for one step; the graded
+# severity leaves it out (see `graded_impact`).
+RESTART_DISRUPTION = 0.25
 # An escalation is acted on by the owning team this many steps later.
 ESCALATION_DELAY = 1
 # Relief from a palliative remedy lasts this many steps at about this share of the fault's strength.
@@ -133,6 +136,8 @@ class ServiceState:
     self_p99_ms: float
     # Errors of side work (batch jobs, webhooks) included in error_rate that no caller's request meets.
     side_error: float = 0.0
+    # The share of requests that fail: error_rate without the side work, what users meet.
+    request_error: float = 0.0
 
     @property
     def latency_ms(self) -> float:
@@ -446,14 +451,23 @@ class World:
         """Every fault's fix in effect and every user-facing service back within its objectives."""
         if any(run.healed_at is None or run.healed_at > self.step for run in self._runs):
             return False
-        error_rate, latency = self.user_facing_impact()
-        return error_rate < P1_ERROR_RATE and latency < P1_LATENCY_MS
+        # Side work failing (a red herring's batch job or webhook) does not keep users from being served.
+        states = self.states
+        facing = [states[n.name] for n in self.plan.nodes if n.user_facing]
+        return max(s.request_error for s in facing) < P1_ERROR_RATE and max(s.p99_ms for s in facing) < P1_LATENCY_MS
 
     def user_facing_impact(self, step: int | None = None) -> tuple[float, float]:
-        """Worst error rate and worst p99 latency any user sees at a step (now by default)."""
-        states = self.states_at(self.step if step is None else step)
-        facing = [states[n.name] for n in self.plan.nodes if n.user_facing]
-        return max(s.error_rate for s in facing), max(s.p99_ms for s in facing)
+        """Worst error rate and worst p99 latency of user-facing services at a step (now by default): what
+        their metrics show, the quantities of the rubric."""
+        return _impact(self.plan, self.states_at(self.step if step is None else step))
+
+    def graded_impact(self, step: int) -> tuple[float, float]:
+        """The incident's user-facing impact at a step, for the severity: what users meet there, less
+        the brief disruption of the responder's own restarts (a remedy the responder chose is not the
+        incident's impact). Faults that worsen, and faults a remedy did not touch, still count."""
+        if not any(step in steps for steps in self._restarts.values()):
+            return self.user_facing_impact(step)
+        return _impact(self.plan, self._simulate(step, disrupt=False))
 
     def data_at_risk(self, through: int) -> bool:
         kinds = {s.name: s.kind for s in self.incident.services}
@@ -462,12 +476,13 @@ class World:
         )
 
     def severity(self, through: int | None = None) -> Severity:
-        """The rubric applied to the worst impact users have seen from the page up to step `through`."""
+        """The rubric applied to the incident's worst user-facing impact from the page up to step
+        `through` (now by default), restarts' own disruption left out (`graded_impact`)."""
         last = self.step if through is None else through
         at_risk = self.data_at_risk(last)
-        return max((rubric(*self.user_facing_impact(step), at_risk) for step in range(last + 1)), key=SEVERITIES.index)
+        return max((rubric(*self.graded_impact(step), at_risk) for step in range(last + 1)), key=SEVERITIES.index)
 
-    def _simulate(self, step: int) -> dict[str, ServiceState]:
+    def _simulate(self, step: int, disrupt: bool = True) -> dict[str, ServiceState]:
         incident, plan_ = self.incident, self.plan
         live: dict[str, list[tuple[FaultType, float]]] = {}
         for run in self._runs:
@@ -481,7 +496,7 @@ class World:
             for name, since in self._shed.items() if since <= step
         }
         rps = _flow(plan_.nodes, load, shed) if load or shed else plan_.healthy_rps
-        restarting = {name for name, steps in self._restarts.items() if step in steps}
+        restarting = {name for name, steps in self._restarts.items() if step in steps} if disrupt else set()
         states: dict[str, ServiceState] = {}
         for node in plan_.nodes:
             name = node.name
@@ -528,7 +543,7 @@ class World:
             else:
                 extra_error = 0.0
             if name in restarting:
-                own_ok *= 1.0 - RESTART_DISRUPTION * (1.0 + noise * w1)
+                own_ok *= 1.0 - RESTART_DISRUPTION / node.replicas * (1.0 + noise * w1)
             p50, p99 = self_p50, self_p99
             success = 1.0
             worst_wait = 0.0
@@ -578,8 +593,14 @@ class World:
                 self_p50_ms=self_p50,
                 self_p99_ms=self_p99,
                 side_error=extra_error,
+                request_error=min(1.0, error_rate),
             )
         return states
+
+
+def _impact(plan_: Plan, states: dict[str, ServiceState]) -> tuple[float, float]:
+    facing = [states[n.name] for n in plan_.nodes if n.user_facing]
+    return max(s.error_rate for s in facing), max(s.p99_ms for s in facing)
 
 
 def _queueing(utilisation: float) -> float:

@@ -115,11 +115,19 @@ def test_wrong_remedies_cost_what_they_say() -> None:
     world = World(incident)
     world.advance()
     calm = world.states[bystander]
-    # A restart of a service that is not the cause disrupts it for the step it restarts in.
+    # A restart of a service that is not the cause disrupts it for the step it restarts in: a rolling
+    # restart, a few percent of requests, not an outage.
+    severity = world.severity()
     assert world.remediate("restart", bystander) == "disruption"
-    assert world.states[bystander].error_rate >= 0.4 > calm.error_rate
+    disrupted = world.states[bystander].error_rate
+    assert calm.error_rate + 0.02 < disrupted < 0.2
+    # The responder's own disruption is not the incident's impact: the graded severity ignores it.
+    untouched = World(incident)
+    untouched.advance()
+    assert world.graded_impact(world.step) == pytest.approx(untouched.user_facing_impact())
+    assert world.severity() == severity
     world.advance()
-    assert world.states[bystander].error_rate < 0.4
+    assert world.states[bystander].error_rate < disrupted
     # A rollback where nothing shipped, and scaling the wrong service, change nothing for users.
     impact = world.user_facing_impact()
     assert world.remediate("rollback", bystander) == "no_effect"

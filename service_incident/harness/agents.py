@@ -116,7 +116,8 @@ def recent_change(deploys: str, now: str) -> bool:
     clock = parse_time(now)
     for line in deploys.splitlines():
         stamp, _, text = line.partition(" ")
-        if "routine release" in text or text.startswith("rollback"):
+        # Release notes say what a change meant, not what it broke: any recent one is a suspect.
+        if text.startswith("rollback"):
             continue
         if (clock - parse_time(stamp)).total_seconds() < RECENT_CHANGE_S:
             return True

@@ -1,0 +1,190 @@
+"""Grading rules: what the responder caused is not the incident, red herrings do not block credit,
+partial answers earn partial credit, and a task's requirements are stated up front."""
+
+from __future__ import annotations
+
+import re
+
+from msgspec import structs
+
+from service_incident import scoring
+from service_incident.environment import ServiceIncidentEnvironment
+from service_incident.faults import FAULTS
+from service_incident.generator import generate
+from service_incident.incidents import Distraction
+from service_incident.tasks import TASKS
+from service_incident.world import P1_ERROR_RATE, World
+
+
+def test_a_red_herring_failing_side_work_on_a_user_facing_service_does_not_block_restoration() -> None:
+    incident = generate("easy", 7)
+    facing = next(s.name for s in incident.services if s.user_facing)
+    noisy = structs.replace(incident, distractions=[Distraction(kind="flaky_errors", service=facing, strength=1.0)])
+    world = World(noisy)
+    for fault in noisy.faults:
+        world.remediate(FAULTS[fault.type].fix, fault.service)
+    for _ in range(6):
+        world.advance()
+    # Its metrics still show the side work failing, above the paging threshold; users are served.
+    assert world.states[facing].error_rate > P1_ERROR_RATE
+    assert world.restored()
+
+
+def _ledger(declared: set[str], evidence: set[str], severity_right: bool) -> scoring.Ledger:
+    ledger = scoring.Ledger(evidence=evidence, severity_right=severity_right)
+    ledger.declared = frozenset(declared)
+    return ledger
+
+
+def test_half_the_roots_earns_part_of_severity_evidence_and_efficiency() -> None:
+    roots = frozenset({"db", "cache"})
+
+    def score(declared: set[str], evidence: set[str], severity_right: bool) -> float:
+        return scoring.final_score(
+            grading="generated", roots=roots, steps=5, max_steps=20, ledger=_ledger(declared, evidence, severity_right)
+        )[0]
+
+    full = score({"db", "cache"}, {"db", "cache"}, True)
+    half_backed = score({"db"}, {"db"}, True)
+    half_blind = score({"db"}, set(), True)
+    wrong = score({"api"}, {"db", "cache"}, True)
+    _, parts = scoring.final_score(
+        grading="generated", roots=roots, steps=5, max_steps=20, ledger=_ledger({"db"}, {"db"}, True)
+    )
+    # Severity, evidence and efficiency count for a partial answer, in proportion to it.
+    assert parts["severity"] > 0 and parts["evidence"] > 0 and parts["efficiency"] > 0
+    assert full > half_backed > half_blind > wrong
+    # Evidence seen of a root the answer left out earns nothing.
+    assert score({"db"}, {"db", "cache"}, True) == half_backed
+
+
+def test_the_first_observation_states_that_rationales_are_required() -> None:
+    env = ServiceIncidentEnvironment()
+    required = next(t for t in TASKS.values() if t.rationale_required)
+    assert "rationale" in env.reset(task_id=required.id, seed=1).message
+    other = next(t for t in TASKS.values() if not t.rationale_required)
+    assert "rationale" not in env.reset(task_id=other.id, seed=1).message
+
+
+def _span(line: str) -> tuple[str, float, str]:
+    found = re.fullmatch(r"\s*(\S+) .* (\d+)ms (\S.*)", line)
+    assert found, line
+    return found[1], float(found[2]), found[3]
+
+
+def test_trace_statuses_localize_but_do_not_name_the_fault() -> None:
+    from service_incident.telemetry import Telemetry
+
+    statuses: dict[str, set[str]] = {}
+    for seed in range(60):
+        incident = generate("medium", seed)
+        world = World(incident)
+        telemetry = Telemetry(world, seed)
+        roots = {f.service: f.type for f in incident.faults}
+        for service in incident.names:
+            for line in telemetry.traces(service, 0).splitlines():
+                if line.startswith("trace"):
+                    continue
+                name, took, status = _span(line)
+                if name in roots and status.startswith("error("):
+                    statuses.setdefault(status, set()).add(roots[name])
+                assert took >= 0
+    # Every status a root's own span shows is shared by several fault types.
+    assert statuses and all(len(types) >= 2 for types in statuses.values()), statuses
+
+
+def test_a_child_span_never_outlasts_its_parent() -> None:
+    from service_incident.telemetry import Telemetry
+
+    for seed in range(40):
+        incident = generate("hard", seed)
+        telemetry = Telemetry(World(incident), seed)
+        for service in incident.names:
+            stack: list[float] = []
+            for line in telemetry.traces(service, 0).splitlines():
+                if line.startswith("trace"):
+                    stack = []
+                    continue
+                depth = (len(line) - len(line.lstrip())) // 2
+                took = _span(line)[1]
+                del stack[depth - 1:]
+                if stack:
+                    assert took <= stack[-1] + 1, (service, line)
+                stack.append(took)
+
+
+def _incidents(tier: str, count: int) -> list:
+    return [generate(tier, seed) for seed in range(count)]
+
+
+def test_disk_warnings_are_sometimes_real() -> None:
+    from service_incident.telemetry import Telemetry
+
+    on_root = on_bystander = 0
+    for incident in _incidents("medium", 200) + _incidents("hard", 200):
+        roots = {f.service for f in incident.faults if f.type == "disk_full"}
+        for alert in Telemetry(World(incident), 1).alerts(0):
+            if "/var/log" in alert.summary:
+                on_root += alert.service in roots
+                on_bystander += alert.service not in roots
+    # A log volume filling up can be the fault itself, or a stale warning on a bystander.
+    assert on_root > 0 and on_bystander > 0
+
+
+def test_signature_line_counts_overlap_between_roots_and_red_herrings() -> None:
+    from service_incident.faults import FAULTS
+    from service_incident.telemetry import Telemetry
+
+    root_counts: list[int] = []
+    herring_counts: list[int] = []
+    for incident in _incidents("hard", 150):
+        world = World(incident)
+        telemetry = Telemetry(world, 1)
+        for index, fault in enumerate(incident.faults):
+            strength = world.strengths(0)[index]
+            if strength > 0:
+                root_counts.append(len(telemetry._fault_lines(FAULTS[fault.type], fault.service, index, strength)))
+        for index, d in enumerate(incident.distractions):
+            if d.kind in ("minor_fault", "flaky_errors", "misleading_log"):
+                herring_counts.append(len(telemetry._distraction_lines(d.kind, d, index)))
+    # A red herring can write as many signature lines as a root, and a root as few as a red herring.
+    assert max(herring_counts) >= 3 and min(root_counts) <= 2
+
+
+def test_release_notes_do_not_tell_a_leak_from_exhaustion() -> None:
+    from service_incident.telemetry import Telemetry
+
+    notes: set[bool] = set()
+    for seed in range(400):
+        incident = generate("easy", seed)
+        for fault in incident.faults:
+            if fault.type == "memory_leak":
+                history = Telemetry(World(incident), 1).deploys(fault.service, 0).splitlines()
+                notes.add("routine release" in history[0])
+    # The release that shipped a leak is sometimes described as routine, sometimes by its feature.
+    assert notes == {True, False}
+
+
+def test_lines_fit_the_technology_and_callers_report_server_errors() -> None:
+    from service_incident.telemetry import Telemetry
+    from service_incident.topology import OPERATIONS
+
+    datastore_lines = caller_lines = 0
+    for incident in _incidents("hard", 150):
+        world = World(incident)
+        telemetry = Telemetry(world, 1)
+        for service in incident.names:
+            logs = telemetry.logs(service, 0)
+            node = world.plan.by_name[service]
+            if node.kind in OPERATIONS:
+                datastore_lines += 1
+                assert "webhook" not in logs and "nightly-export" not in logs, logs
+            for line in logs.splitlines():
+                if "upstream=" in line or "host=" in line:
+                    caller_lines += 1
+                    # A user-facing 5xx page counts what callers return: never a 401 they relay.
+                    assert "status=401" not in line, line
+            for dep in node.edges:
+                if world.plan.by_name[dep.dep].kind in OPERATIONS:
+                    assert f'upstream={dep.dep} err="upstream returned 503' not in logs
+    assert datastore_lines and caller_lines
