@@ -279,6 +279,9 @@ class Telemetry:
                 started = clock(world, since)
             else:
                 started = now - timedelta(hours=spread(20, 900, iid, service, index, "age"), minutes=step)
+                # A pod is never older than the release it runs: the last rollout replaced every pod.
+                shipped = self._released(service)
+                started = max(started, shipped + timedelta(seconds=spread(20, 240, iid, service, index, "roll")))
             restarts, status, termination = 0, "Running", None
             if index < sick and crashing is not None:
                 minutes = (now - started).total_seconds() / 60 if born is not None else fault_lead(
@@ -564,6 +567,11 @@ class Telemetry:
                             f"deploy {previous}: routine release by ci-bot"))
         entries.sort(reverse=True)
         return "\n".join(f"{format_time(moment)} {text}" for moment, text in entries)
+
+    def _released(self, service: str) -> datetime:
+        """When the release the service runs before any remedy rolled out: the newest deploy listed."""
+        newest = self.deploys(service, -HISTORY_MINUTES).partition("\n")[0]
+        return parse_time(newest.partition(" ")[0])
 
     def db_query(self, service: str, step: int) -> str:
         """A datastore's own view (sessions, locks, statements, disk, replication)."""

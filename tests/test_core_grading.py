@@ -188,3 +188,17 @@ def test_lines_fit_the_technology_and_callers_report_server_errors() -> None:
                 if world.plan.by_name[dep.dep].kind in OPERATIONS:
                     assert f'upstream={dep.dep} err="upstream returned 503' not in logs
     assert datastore_lines and caller_lines
+
+
+def test_no_pod_is_older_than_the_release_it_runs() -> None:
+    from service_incident.telemetry import Telemetry, parse_time
+
+    checked = 0
+    for incident in _incidents("medium", 80):
+        telemetry = Telemetry(World(incident), 1)
+        for service in incident.names:
+            released = parse_time(telemetry.deploys(service, 0).split()[0])
+            for pod in telemetry.pods(service, 0):
+                assert pod.started >= released, (incident.id, service, pod)
+                checked += 1
+    assert checked

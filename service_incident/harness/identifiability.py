@@ -109,18 +109,28 @@ def alternatives(incident: Incident) -> Iterator[tuple[str, Incident, tuple[str,
             moved = structs.replace(fault, service=other.name)
             faults = [moved if i == index else f for i, f in enumerate(incident.faults)]
             yield "another root", structs.replace(incident, faults=faults), (fault.service, other.name)
+        fixes = _fixes(fault.type)
         for name, kind in FAULTS.items():
             if name == fault.type or kinds[fault.service] not in kind.kinds:
                 continue
             changed = structs.replace(fault, type=name)
             faults = [changed if i == index else f for i, f in enumerate(incident.faults)]
-            yield "another fault type", structs.replace(incident, faults=faults), (fault.service,)
+            label = SAME_FIX if _fixes(name) == fixes else "another fault type"
+            yield label, structs.replace(incident, faults=faults), (fault.service,)
         if len(incident.faults) > 1:
             fewer = [f for i, f in enumerate(incident.faults) if i != index]
             yield "one fault fewer", structs.replace(incident, faults=fewer), (fault.service,)
 
 
 SEEDS = (0, 1)
+# Another fault type that the same remedies fix: telling them apart changes no decision the grade
+# depends on (root, severity, fix), so it is reported but does not make an incident unidentifiable.
+SAME_FIX = "another fault type with the same fixes"
+
+
+def _fixes(fault: str) -> frozenset[str]:
+    kind = FAULTS[fault]
+    return frozenset((kind.fix, *kind.acceptable))
 
 
 def contradicted(truth: tuple[Episode, Episode], alternative: Incident, first: tuple[str, ...]) -> bool:
@@ -152,11 +162,12 @@ def survivors(incident: Incident) -> list[str]:
 
 
 def survey(incidents: list[Incident]) -> tuple[float, Counter[str]]:
-    """The share of incidents that are identifiable, and how often each kind of hypothesis survived."""
+    """The share of incidents that are identifiable (only same-fix types may survive), and how often
+    each kind of hypothesis survived."""
     failures: Counter[str] = Counter()
     identifiable = 0
     for incident in incidents:
         left = survivors(incident)
-        identifiable += not left
+        identifiable += all(kind == SAME_FIX for kind in left)
         failures.update(set(left))
     return identifiable / max(1, len(incidents)), failures
