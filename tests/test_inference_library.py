@@ -32,6 +32,7 @@ from service_incident.harness.evaluation import (
 from service_incident.harness.llm import (
     InvalidReply,
     LLMSettings,
+    LLMUnavailable,
     MissingApiKey,
     delta_prompt,
     parse_reply,
@@ -266,3 +267,12 @@ def test_prompts_print_text_views_as_they_read_and_a_chat_turn_only_what_changed
     assert '"topology"' not in turn and '"topology"' in whole
     for prompt in (whole, turn):
         assert '"reward"' not in prompt and '"metadata"' not in prompt and '"score"' not in prompt
+
+
+def test_the_llm_agent_without_the_openai_package_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "openai" else real(name, *a))
+    with pytest.raises(LLMUnavailable, match=r"\[llm\]"):
+        LLMSettings.from_env({"HF_TOKEN": "x"})

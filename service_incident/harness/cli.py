@@ -34,7 +34,7 @@ from .llm import (
     REPLIES,
     LLMAgent,
     LLMSettings,
-    MissingApiKey,
+    LLMUnavailable,
 )
 from .records import BENCHMARK, EpisodeRecord, EpisodeSpec, UnreadableResults, decode, encode, plan, transcript
 from .session import InProcess, Sessions, over_websocket
@@ -333,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = LLMSettings.from_env(mode=args.llm_mode, reply=args.llm_reply,
                                         **({"concurrency": args.concurrency} if args.concurrency else {})
                                         ) if LLM in args.agent else None
-    except MissingApiKey as exc:
+    except LLMUnavailable as exc:
         say(parse.prog, str(exc))
         return 2
     plans = {

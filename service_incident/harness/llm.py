@@ -19,6 +19,7 @@ exponential backoff, honouring Retry-After; a call that still fails is the endpo
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -60,8 +61,12 @@ FAILURES_TO_STOP = 3
 QUOTE_CHARS = 400
 
 
-class MissingApiKey(RuntimeError):
-    """The LLM agent was chosen but no key is set; there is no silent fallback to a heuristic."""
+class LLMUnavailable(RuntimeError):
+    """The LLM agent was chosen but cannot run; there is no silent fallback to a heuristic."""
+
+
+class MissingApiKey(LLMUnavailable):
+    """No API key is set."""
 
 
 class LLMSettings(Struct, frozen=True, kw_only=True):
@@ -75,6 +80,8 @@ class LLMSettings(Struct, frozen=True, kw_only=True):
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> LLMSettings:
+        if importlib.util.find_spec("openai") is None:
+            raise LLMUnavailable("the llm agent needs the openai package: pip install 'openenv-service-incident[llm]'")
         environ = os.environ if environ is None else environ
         key = next((environ[name] for name in KEY_VARIABLES if environ.get(name)), None)
         if key is None:
