@@ -8,13 +8,13 @@ collector and graders `openenv validate` uses, minus the image build.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from install_support import fresh_copy
 
 from service_incident import scoring
 
@@ -49,26 +49,10 @@ print(json.dumps({"failure": evidence.failure_reason, "exchanges": len(evidence.
 '''
 
 
-def package_copy(destination: Path) -> Path:
-    """The files git would publish. `openenv validate` hashes every file under the package and
-    refuses symlinks, which the local venvs (.venv/) are full of."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT, capture_output=True, check=True,
-    ).stdout.decode().split("\0")
-    for name in filter(None, listed):
-        source = ROOT / name
-        if source.is_file():
-            target = destination / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, target)
-    return destination
-
-
 @pytest.fixture(scope="module")
 def stock_runs(openenv_python: Path, server_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The three stock-side runs, started together: each spends ~3 s importing openenv (and gradio)."""
-    package = package_copy(tmp_path_factory.mktemp("package"))
+    package = fresh_copy(tmp_path_factory.mktemp("package"))
     cli = str(openenv_python.parent / "openenv")
     commands = {
         "package": [cli, "validate", str(package), "--json"],
