@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import threading
 from collections.abc import Coroutine, Mapping
 from concurrent.futures import Future
@@ -43,6 +42,7 @@ from service_incident.server.protocol import (
     StateFrame,
     StateMessage,
     StepMessage,
+    is_loopback,
 )
 
 ActT = TypeVar("ActT")
@@ -123,16 +123,6 @@ def ws_url(base_url: str) -> str:
     return f"ws://{url}/ws"
 
 
-def _is_loopback(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 class EnvClient(Generic[ActT, ObsT, StateT]):
     """An async client for one environment session.
 
@@ -205,7 +195,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 additional_headers=self.headers,
                 compression="deflate" if self.compression else None,
                 # Proxies from the environment must not capture traffic to this machine.
-                proxy=None if _is_loopback(self.url) else True,
+                proxy=None if is_loopback(urlsplit(self.url).hostname or "") else True,
             )
         except InvalidStatus as exc:
             raise ConnectionFailed(self.url, f"the server answered HTTP {exc.response.status_code}") from None

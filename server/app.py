@@ -27,11 +27,11 @@ from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
 from .errors import EXCEPTION_HANDLERS, JSON
 from .guard import OriginPolicy, RequestGuard
-from .http_api import HttpApi, is_loopback
+from .http_api import HttpApi
 from .http_episodes import EpisodeStore
 from .mcp import McpEndpoint
 from .openapi import openapi_document
-from .protocol import encode
+from .protocol import encode, is_loopback
 from .sessions import Clock, SessionRegistry
 from .settings import Settings
 from .webui import ResultFiles, WebUI

@@ -9,7 +9,6 @@ working there, and a public server answers 400 instead, so nobody reaches anothe
 from __future__ import annotations
 
 import importlib.metadata
-import ipaddress
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -86,15 +85,6 @@ class EnvironmentMetadata(Struct):
 def environment_metadata() -> EnvironmentMetadata:
     dist = importlib.metadata.metadata("openenv-service-incident")
     return EnvironmentMetadata("service_incident", dist["Summary"], version=dist["Version"])
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 _STEP_OPTIONS = frozenset(StepOptions.__struct_fields__)

@@ -11,6 +11,7 @@ the length of any piece of it an error message quotes back (`clip`).
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from enum import StrEnum
 from typing import Any, Generic, TypeVar, get_args
@@ -330,3 +331,14 @@ def capacity_text(active: int, capacity: int) -> str:
     message = f"Server at capacity: {active}/{capacity} sessions active. Cannot accept new connections."
     data = ErrorData(message, ErrorCode.CAPACITY_REACHED, active_sessions=active, max_sessions=capacity)
     return encode(ErrorFrame(data)).decode()
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a host name or address is this machine's loopback (both the server's policy and the
+    client's proxy choice depend on it)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
