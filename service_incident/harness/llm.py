@@ -30,6 +30,7 @@ import anyio
 import msgspec
 from msgspec import Struct
 
+from ..integrations.tools import TOOLS_BY_NAME
 from ..models import ACTION_TYPES, Action, InvalidAction, Observation, parse_action
 from ..tasks import TASKS
 from ..world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS
@@ -267,12 +268,10 @@ def action_schema(name: str) -> dict[str, Any]:
 
 
 def action_tool(name: str) -> dict[str, Any]:
-    """One action as a tool: named after it, its arguments the action's other fields."""
-    schema = action_schema(name)
-    description = schema.pop("description", name)
-    schema["properties"].pop("action")
-    schema["required"] = [field for field in schema.get("required", []) if field != "action"]
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": schema}}
+    """One action as a provider tool: the spec MCP and TRL read too (`integrations.tools`)."""
+    spec = TOOLS_BY_NAME[name]
+    function = {"name": name, "description": spec.description, "parameters": spec.input_schema}
+    return {"type": "function", "function": function}
 
 
 def system_prompt(task: str, actions: list[str], reply: Reply = "text") -> str:
