@@ -1,7 +1,7 @@
 """Shared fixtures: our real server on a free 127.0.0.1 port, served by uvicorn in a background thread.
 
 The tests talk to it over real sockets. `make_server(**settings)` starts one with chosen settings
-(capacity, timeouts, limits, and `clock=`, a ManualClock for the idle deadlines); `server_url` is a
+(capacity, timeouts, limits, `clock=`, a ManualClock for the idle deadlines, and `wrap=`); `server_url` is a
 default one shared by a test module.
 """
 
@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from serving import serving
+from starlette.types import ASGIApp
 
 from service_incident.server.app import create_app
 from service_incident.server.sessions import Clock
@@ -26,13 +27,14 @@ OPENENV_PYTHON = Path(os.environ.get("OPENENV_PYTHON", ROOT / ".venv" / "openenv
 
 
 @contextmanager
-def running_server(clock: Clock = time.monotonic, **settings: Any) -> Iterator[str]:
-    """Serve the app with these settings (environment variables ignored) and idle deadlines timed by
-    `clock`; yields the base URL."""
+def running_server(clock: Clock = time.monotonic, wrap: Callable[[ASGIApp], ASGIApp] = lambda app: app,
+                   **settings: Any) -> Iterator[str]:
+    """Serve the app with these settings (environment variables ignored), idle deadlines timed by
+    `clock` and the app wrapped by `wrap` (a test's recording middleware); yields the base URL."""
     config = Settings.load(environ={}, log_level="warning", **settings)
     options = config.uvicorn_options()
     del options["host"], options["port"], options["workers"]
-    with serving(create_app(config, clock), **options) as url:
+    with serving(wrap(create_app(config, clock)), **options) as url:
         yield url
 
 

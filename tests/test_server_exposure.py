@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 from serving import eventually, process_on_socket
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
@@ -355,21 +356,55 @@ def test_results_serves_result_files_only_and_as_data(make_server: Any, tmp_path
 # --- fair sessions --------------------------------------------------------------------------------
 
 
-async def test_a_pipelining_client_does_not_hold_up_its_neighbour(server_url: str) -> None:
+class ReplyOrder:
+    """The order in which the server sends WebSocket replies, by client port, beside the moments a
+    test sends a request. Counted in the server, so a test client that falls behind reading its
+    sockets (it shares the interpreter with the server thread) does not count as unfairness."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int]] = []
+
+    def wrap(self, app: ASGIApp) -> ASGIApp:
+        async def recording(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != "websocket":
+                return await app(scope, receive, send)
+            port = scope["client"][1]
+
+            async def sending(message: Message) -> None:
+                if message["type"] == "websocket.send":
+                    self.events.append(("reply", port))
+                await send(message)
+
+            await app(scope, receive, sending)
+
+        return recording
+
+    async def ask(self, ws: Any, frame: str) -> tuple[str, int]:
+        """Send `frame` on `ws` and await its reply; returns it with how many replies the server
+        sent to other sockets between the request leaving and the reply."""
+        port = ws.local_address[1]
+        self.events.append(("request", port))
+        start = len(self.events)
+        await ws.send(frame)
+        reply = await ws.recv()
+        mine = self.events.index(("reply", port), start)
+        return reply, sum(1 for _, other in self.events[start:mine] if other != port)
+
+
+async def test_a_pipelining_client_does_not_hold_up_its_neighbour(make_server: Any) -> None:
     """2,000 resets sent at once by one client (a few seconds of work): a neighbour's request is
     answered among the first of them, not after them. (bench/bench_fairness.py times it.)"""
+    order = ReplyOrder()
+    url = make_server(wrap=order.wrap)
     frames = 2000
-    async with connect(ws_url(server_url)) as pipeliner, connect(ws_url(server_url)) as neighbour:
+    async with connect(ws_url(url)) as pipeliner, connect(ws_url(url)) as neighbour:
         await neighbour.send('{"type": "reset"}')
         await neighbour.recv()
-        received = 0
         first = asyncio.Event()
 
         async def read_all() -> None:
-            nonlocal received
             for _ in range(frames):
                 await pipeliner.recv()
-                received += 1
                 first.set()
 
         reader = asyncio.create_task(read_all())
@@ -377,17 +412,17 @@ async def test_a_pipelining_client_does_not_hold_up_its_neighbour(server_url: st
             await pipeliner.send(json.dumps({"type": "reset", "data": {"task_id": "hard", "seed": seed}}))
         async with asyncio.timeout(120):
             await first.wait()
-            await neighbour.send('{"type": "state"}')
-            assert json.loads(await neighbour.recv())["type"] == "state"
-            answered_after = received
+            reply, waited = await order.ask(neighbour, '{"type": "state"}')
+            assert json.loads(reply)["type"] == "state"
             await reader
-    assert answered_after < frames // 10, f"the neighbour waited for {answered_after} of {frames} frames"
+    assert waited < frames // 10, f"the neighbour waited for {waited} of {frames} frames"
 
 
 async def test_many_pipelining_clients_take_turns_behind_a_neighbour(make_server: Any) -> None:
     """With 20 clients pipelining, round robin would make a neighbour wait for one frame of each of
     them; pipelining sessions take turns instead, so it waits for about one frame in all."""
-    url = make_server(max_concurrent_envs=32)
+    order = ReplyOrder()
+    url = make_server(max_concurrent_envs=32, wrap=order.wrap)
     pipeliners, frames = 20, 60
     sockets = [await connect(ws_url(url)) for _ in range(pipeliners)]
     async with connect(ws_url(url)) as neighbour:
@@ -412,10 +447,7 @@ async def test_many_pipelining_clients_take_turns_behind_a_neighbour(make_server
         async with asyncio.timeout(120):
             await busy.wait()
             for _ in range(5):
-                before = received
-                await neighbour.send('{"type": "state"}')
-                await neighbour.recv()
-                waits.append(received - before)
+                waits.append((await order.ask(neighbour, '{"type": "state"}'))[1])
             await asyncio.gather(*readers)
     for ws in sockets:
         await ws.close()
