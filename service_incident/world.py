@@ -68,9 +68,20 @@ def spread(low: float, high: float, *key: object) -> float:
     return low + (high - low) * unit(*key)
 
 
+_WOBBLE_KEY, _WOBBLE_STEP, _WOBBLE_CHANNEL = 0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D
+
+
 def wobble(key: int, step: int, channel: int) -> float:
     """Per-minute noise in [-1, 1): an integer hash of (service, minute, channel), cheap on every step."""
-    x = (key * 0x9E3779B1 + (step + 1000) * 0x85EBCA77 + channel * 0xC2B2AE3D) & 0xFFFFFFFF
+    return _mix(key * _WOBBLE_KEY + _wobble_minute(step) + channel * _WOBBLE_CHANNEL)
+
+
+def _wobble_minute(step: int) -> int:
+    return (step + 1000) * _WOBBLE_STEP
+
+
+def _mix(x: int) -> float:
+    x &= 0xFFFFFFFF
     x ^= x >> 15
     x = (x * 0x2C1B3C6D) & 0xFFFFFFFF
     x ^= x >> 12
@@ -114,8 +125,9 @@ class Node:
     key: int
 
 
-@dataclass(frozen=True, slots=True)
-class ServiceState:
+class ServiceState(msgspec.Struct, frozen=True):
+    # A Struct: one is built for every service every simulated minute, and a frozen dataclass's
+    # __init__ costs ten times as much.
     name: str
     p50_ms: float
     p99_ms: float
@@ -145,12 +157,19 @@ class ServiceState:
         return self.p99_ms
 
 
+_Loop = tuple[Node, int, float, float, float, float, bool, tuple[tuple[Edge, float, float], ...]]
+
+
 @dataclass(frozen=True, slots=True)
 class Plan:
     nodes: tuple[Node, ...]  # dependencies first
     by_name: dict[str, Node]
     capacity_rps: dict[str, float]
     healthy_rps: dict[str, float]
+    # Per service, what the simulation loop needs besides the minute: (node, its noise key mixed in,
+    # capacity, queueing at its baseline load, queueing at healthy traffic, memory noise, whether it is
+    # a system of record, and per edge (edge, share of requests a failed call fails, retry exponent)).
+    loop: tuple[_Loop, ...]
     # Each service's p99 with nothing wrong anywhere, filled by the first world built on this plan.
     healthy_p99: dict[str, float] = field(default_factory=dict)
 
@@ -210,7 +229,15 @@ def _plan_for(incident_id: str, wiring: tuple[tuple[str, str, str, bool, tuple[s
     ordered = tuple(nodes[name] for name in order)
     healthy = _flow(ordered, {}, {})
     capacity = {n.name: healthy[n.name] / (max(n.cpu_pct, 5.0) / 100.0) if healthy[n.name] else 1e9 for n in ordered}
-    return Plan(ordered, nodes, capacity, healthy)
+    return Plan(ordered, nodes, capacity, healthy, tuple(_loop(n, healthy[n.name], capacity[n.name]) for n in ordered))
+
+
+def _loop(node: Node, healthy_rps: float, capacity_rps: float) -> _Loop:
+    """A service's constants of the simulation loop, computed as the loop would."""
+    base = _queueing(max(node.cpu_pct, 5.0) / 100.0)
+    calm = _queueing(healthy_rps / capacity_rps if capacity_rps > 0 else 0.0) / base
+    edges = tuple((e, e.share * e.weight, 1.0 + 0.5 * e.retries) for e in node.edges)
+    return (node, node.key * _WOBBLE_KEY, capacity_rps, base, calm, 0.3 * node.noise, node.kind in RECORD_KINDS, edges)
 
 
 def _flow(nodes: tuple[Node, ...], load: dict[str, float], shed: dict[str, float]) -> dict[str, float]:
@@ -329,6 +356,8 @@ class World:
     _capacity: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     _shed: dict[str, int] = field(default_factory=dict)
     _restarts: dict[str, set[int]] = field(default_factory=dict)
+    # Red herrings with side effects: (distraction, first step it shows, strength).
+    _side: tuple[tuple[Distraction, int, float], ...] = ()
     _cache: _Steps = field(init=False)
     _key: bytes = b""
 
@@ -348,6 +377,10 @@ class World:
             )
             for index, spec in enumerate(incident.faults)
         ]
+        self._side = tuple(
+            (d, -distraction_onset(incident.id, index), distraction_strength(d, incident.id, index))
+            for index, d in enumerate(incident.distractions) if d.kind in _SIDE_KINDS
+        )
 
     @property
     def states(self) -> dict[str, ServiceState]:
@@ -483,50 +516,68 @@ class World:
         return max((rubric(*self.graded_impact(step), at_risk) for step in range(last + 1)), key=SEVERITIES.index)
 
     def _simulate(self, step: int, disrupt: bool = True) -> dict[str, ServiceState]:
-        incident, plan_ = self.incident, self.plan
+        # The hot loop of the core (every step simulates a minute of every service): per-service
+        # constants come precomputed from the plan, and the arithmetic is the model's, in its order.
+        plan_ = self.plan
         live: dict[str, list[tuple[FaultType, float]]] = {}
         for run in self._runs:
             strength = run.strength(step)
             if strength > 0.0:
                 live.setdefault(run.spec.service, []).append((run.kind, strength))
-        side = _side_effects(incident.distractions, step, incident.id)
+        side = _side_effects(self._side, step)
         load = {name: extra for name, faults in live.items() if (extra := sum(k.load * s for k, s in faults))}
         shed = {
             name: 1.2 * plan_.healthy_rps[name] * self.capacity(name, step)
             for name, since in self._shed.items() if since <= step
         }
         rps = _flow(plan_.nodes, load, shed) if load or shed else plan_.healthy_rps
+        calm = not load and not shed
         restarting = {name for name, steps in self._restarts.items() if step in steps} if disrupt else set()
+        scaled = self._capacity
+        healthy_p99 = plan_.healthy_p99
+        minute = _wobble_minute(step)
         states: dict[str, ServiceState] = {}
-        for node in plan_.nodes:
+        for node, keyed, capacity_rps, base_queueing, calm_queueing, memory_noise, of_record, edges in plan_.loop:
             name = node.name
-            w1 = wobble(node.key, step, 1)
-            w2 = wobble(node.key, step, 2)
+            w1 = _mix(keyed + minute + _WOBBLE_CHANNEL)
+            w2 = _mix(keyed + minute + 2 * _WOBBLE_CHANNEL)
             noise = node.noise
+            n1 = 1.0 + noise * w1
+            nw2 = noise * w2
+            n2 = 1.0 + nw2
             faults = live.get(name, ())
-            capacity = plan_.capacity_rps[name] * self.capacity(name, step)
+            requests = rps[name]
             strength_total = 0.0
-            for kind, strength in faults:
-                strength_total += strength
-                capacity *= 1.0 - kind.capacity_loss * strength
-            utilisation = rps[name] / capacity if capacity > 0 else 0.0
-            base_util = max(node.cpu_pct, 5.0) / 100.0
-            queueing = _queueing(utilisation) / _queueing(base_util)
+            if faults or not calm or name in scaled:
+                capacity = capacity_rps * self.capacity(name, step) if name in scaled else capacity_rps
+                for kind, strength in faults:
+                    strength_total += strength
+                    capacity *= 1.0 - kind.capacity_loss * strength
+                utilisation = requests / capacity if capacity > 0 else 0.0
+                queueing = _queueing(utilisation) / base_queueing
+            else:
+                utilisation = requests / capacity_rps if capacity_rps > 0 else 0.0
+                queueing = calm_queueing
             shed_share = 1.0 - 1.0 / utilisation if utilisation > 1.0 else 0.0
-            self_p50 = node.p50_ms * queueing * (1.0 + noise * w1)
-            self_p99 = self_p50 * node.tail * (1.0 + noise * w2)
-            cpu = min(99.0, 100.0 * utilisation * (1.0 + noise * w2)) if rps[name] else node.cpu_pct
-            memory = node.memory_pct * (1.0 + 0.3 * noise * w1)
+            self_p50 = node.p50_ms * queueing * n1
+            self_p99 = self_p50 * node.tail * n2
+            if requests:
+                cpu = 100.0 * utilisation * n2
+                if not cpu < 99.0:
+                    cpu = 99.0
+            else:
+                cpu = node.cpu_pct
+            memory = node.memory_pct * (1.0 + memory_noise * w1)
             own_ok = (1.0 - node.error_rate * (1.0 + w1)) * (1.0 - shed_share)
             silent = 0.0
             health: ServiceHealth | None = None
             mode: FailureMode = "error"
             strongest = 0.0
             for kind, strength in faults:
-                own_ok *= 1.0 - min(1.0, kind.error_rate * strength * (1.0 + noise * w1))
+                own_ok *= 1.0 - min(1.0, kind.error_rate * strength * n1)
                 silent += kind.caller_failure * strength
                 self_p50 += kind.latency_ms * strength * 0.45
-                self_p99 += kind.latency_ms * strength * (1.4 + noise * w2)
+                self_p99 += kind.latency_ms * strength * (1.4 + nw2)
                 if kind.cpu_pct is not None:
                     cpu += (kind.cpu_pct - cpu) * strength
                 if kind.memory_pct is not None:
@@ -535,7 +586,7 @@ class World:
                     strongest = strength
                     health = kind.health if strength >= 0.5 else "degraded"
                     mode = kind.failure
-                    if mode == "write" and node.kind not in RECORD_KINDS:
+                    if mode == "write" and not of_record:
                         mode = "refused"
             if name in side:
                 extra_cpu, extra_error = side[name]
@@ -543,17 +594,18 @@ class World:
             else:
                 extra_error = 0.0
             if name in restarting:
-                own_ok *= 1.0 - RESTART_DISRUPTION / node.replicas * (1.0 + noise * w1)
+                own_ok *= 1.0 - RESTART_DISRUPTION / node.replicas * n1
             p50, p99 = self_p50, self_p99
             success = 1.0
             worst_wait = 0.0
             failing: list[tuple[str, float, Cause]] = []
-            for edge in node.edges:
+            for edge, weighted_share, retry_power in edges:
                 dep = states[edge.dep]
                 refused = dep.call_failure
+                dep_p50, dep_p99 = dep.p50_ms, dep.p99_ms
                 # Calls time out only when the dependency's tail reaches the deadline.
                 deadline = edge.deadline_ms
-                timed_out = exceed(dep.p50_ms, dep.p99_ms, deadline) if dep.p99_ms * 2 > deadline else 0.0
+                timed_out = exceed(dep_p50, dep_p99, deadline) if dep_p99 * 2 > deadline else 0.0
                 failed = 1.0 - (1.0 - refused) * (1.0 - timed_out)
                 if edge.breaker and failed >= BREAKER_OPEN:
                     seen, wait50, wait99, cause = 1.0, 1.0, 2.0, "breaker"
@@ -561,15 +613,17 @@ class World:
                     # Retries help against scattered failures, not against a refusal or a dependency
                     # that is down; failures are correlated, so each retry helps less than an independent draw.
                     retried = edge.retries if dep.mode not in ("rejected", "refused") else 0
-                    seen = failed ** (1.0 + 0.5 * retried)
+                    seen = failed ** (retry_power if retried else 1.0)
                     extra = 1.0 + retried * failed
-                    wait50 = min(dep.p50_ms, edge.deadline_ms) * extra
-                    wait99 = min(dep.p99_ms, edge.deadline_ms) * extra
+                    wait50 = (deadline if deadline < dep_p50 else dep_p50) * extra
+                    wait99 = (deadline if deadline < dep_p99 else dep_p99) * extra
                     cause = "timeout" if timed_out > refused else dep.mode
-                share = edge.share * edge.weight * seen
+                share = weighted_share * seen
                 success *= 1.0 - share
                 p50 += edge.share * wait50
-                worst_wait = max(worst_wait, wait99 if edge.share >= 0.5 else wait50)
+                wait = wait99 if edge.share >= 0.5 else wait50
+                if wait > worst_wait:
+                    worst_wait = wait
                 if share > 0.002:
                     failing.append((edge.dep, share, cause))
             p99 += worst_wait
@@ -577,15 +631,16 @@ class World:
             if failing:
                 cpu = min(99.0, cpu + 8.0 * (1.0 - success))
             reported = 1.0 - (1.0 - error_rate) * (1.0 - extra_error) if extra_error else error_rate
+            floor = p50 * 1.2
             states[name] = ServiceState(
                 name=name,
                 p50_ms=p50,
-                p99_ms=max(p99, p50 * 1.2),
+                p99_ms=floor if floor > p99 else p99,
                 error_rate=min(1.0, reported),
-                rps=rps[name],
+                rps=requests,
                 cpu_pct=max(0.5, min(99.5, cpu)),
                 memory_pct=max(1.0, min(99.9, memory)),
-                health=health or _health(error_rate, p99, plan_.healthy_p99.get(name, p99)),
+                health=health or _health(error_rate, p99, healthy_p99.get(name, p99)),
                 call_failure=min(1.0, error_rate + silent),
                 mode=mode,
                 failing_upstreams=tuple(failing),
@@ -622,13 +677,12 @@ def distraction_onset(incident_id: str, index: int) -> int:
 _SIDE_KINDS = frozenset({"noisy_neighbour", "flaky_errors", "minor_fault"})
 
 
-def _side_effects(distractions: list[Distraction], step: int, incident_id: str) -> dict[str, tuple[float, float]]:
+def _side_effects(side: tuple[tuple[Distraction, int, float], ...], step: int) -> dict[str, tuple[float, float]]:
     """CPU and side-path error rates that red herrings add, by service."""
     found: dict[str, tuple[float, float]] = {}
-    for index, d in enumerate(distractions):
-        if d.kind not in _SIDE_KINDS or step < -distraction_onset(incident_id, index):
+    for d, start, strength in side:
+        if step < start:
             continue
-        strength = distraction_strength(d, incident_id, index)
         cpu, error = found.get(d.service, (0.0, 0.0))
         if d.kind == "noisy_neighbour":
             cpu = max(cpu, 60.0 + 38.0 * strength)
