@@ -68,6 +68,22 @@ def spread(low: float, high: float, *key: object) -> float:
     return low + (high - low) * unit(*key)
 
 
+class Draws:
+    """`unit(*prefix, label)` and `spread(low, high, *prefix, label)` with the prefix hashed once:
+    CRC-32 runs on from the prefix's. A plan makes some two hundred draws per incident."""
+
+    __slots__ = ("_start",)
+
+    def __init__(self, *prefix: object) -> None:
+        self._start = zlib.crc32(":".join(map(str, (*prefix, ""))).encode())
+
+    def unit(self, label: str) -> float:
+        return zlib.crc32(label.encode(), self._start) / 4294967296.0
+
+    def spread(self, low: float, high: float, label: str) -> float:
+        return low + (high - low) * self.unit(label)
+
+
 _WOBBLE_KEY, _WOBBLE_STEP, _WOBBLE_CHANNEL = 0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D
 
 
@@ -90,8 +106,7 @@ def _mix(x: int) -> float:
     return x / 2147483648.0 - 1.0
 
 
-@dataclass(frozen=True, slots=True)
-class Edge:
+class Edge(msgspec.Struct, frozen=True):
     """How a caller uses one dependency."""
 
     dep: str
@@ -104,8 +119,7 @@ class Edge:
     style: Literal["named", "host", "endpoint", "bare"]
 
 
-@dataclass(frozen=True, slots=True)
-class Node:
+class Node(msgspec.Struct, frozen=True):
     """One service's fixed character in this incident."""
 
     name: str
@@ -125,9 +139,9 @@ class Node:
     key: int
 
 
+# Structs rather than frozen dataclasses: a plan builds dozens of nodes and edges, and the simulation
+# a state per service per minute; a frozen dataclass's __init__ costs several times a Struct's.
 class ServiceState(msgspec.Struct, frozen=True):
-    # A Struct: one is built for every service every simulated minute, and a frozen dataclass's
-    # __init__ costs ten times as much.
     name: str
     p50_ms: float
     p99_ms: float
@@ -176,10 +190,15 @@ class Plan:
 
 def technology(incident: Incident, name: str) -> str:
     spec = incident.service(name)
-    options = TECHNOLOGIES[spec.kind]
+    return _technology(incident.id, name, spec.kind, spec.tech)
+
+
+@lru_cache(maxsize=4096)
+def _technology(incident_id: str, name: str, kind: str, tech: str | None) -> str:
+    options = TECHNOLOGIES[kind]
     # A service named after its technology ("postgres-db", "redis-cache") runs it.
-    named = [tech for tech in options if tech in name]
-    return spec.tech or (named[0] if named else options[int(unit(incident.id, name, "tech") * len(options))])
+    named = [option for option in options if option in name]
+    return tech or (named[0] if named else options[int(unit(incident_id, name, "tech") * len(options))])
 
 
 @lru_cache(maxsize=512)
@@ -193,37 +212,37 @@ def _plan_for(incident_id: str, wiring: tuple[tuple[str, str, str, bool, tuple[s
     for name in order:
         kind, tech, facing, deps = spec[name]
         profile = KINDS[kind]
-        key = (incident_id, name)
+        draw = Draws(incident_id, name)
         edges = []
         for dep in deps:
             dep_profile = KINDS[kinds[dep]]
-            ekey = (*key, dep)
+            edraw = Draws(incident_id, name, dep)
             # Most requests of a service touch its database; other dependencies serve part of them.
             low = 0.65 if kinds[dep] == "database" else 0.35
-            share = 1.0 / len(deps) if profile.routes else spread(low, 1.0, *ekey, "share")
+            share = 1.0 / len(deps) if profile.routes else edraw.spread(low, 1.0, "share")
             styles = ("named", "named", "host", "endpoint", "bare")
             edges.append(Edge(
                 dep=dep,
                 share=share,
-                weight=dep_profile.caller_weight * spread(0.8, 1.0, *ekey, "weight"),
-                deadline_ms=round(spread(800, 3000, *ekey, "deadline"), -2),
-                retries=int(unit(*ekey, "retries") * 3),
-                breaker=unit(*ekey, "breaker") < 0.35,
-                style=styles[int(unit(*ekey, "style") * len(styles))],
+                weight=dep_profile.caller_weight * edraw.spread(0.8, 1.0, "weight"),
+                deadline_ms=round(edraw.spread(800, 3000, "deadline"), -2),
+                retries=int(edraw.unit("retries") * 3),
+                breaker=edraw.unit("breaker") < 0.35,
+                style=styles[int(edraw.unit("style") * len(styles))],
             ))
-        entry = spread(300, 2500, *key, "rps") if facing and name not in called else 0.0
+        entry = draw.spread(300, 2500, "rps") if facing and name not in called else 0.0
         if not facing and name not in called:
-            entry = spread(5, 60, *key, "rps")
+            entry = draw.spread(5, 60, "rps")
         nodes[name] = Node(
             name=name, kind=kind, tech=tech, user_facing=facing, edges=tuple(edges),
-            p50_ms=profile.latency_ms * spread(0.6, 1.5, *key, "p50"),
-            tail=spread(2.0, 3.5, *key, "tail"),
-            cpu_pct=profile.cpu_pct * spread(0.6, 1.4, *key, "cpu"),
-            memory_pct=profile.memory_pct * spread(0.75, 1.25, *key, "memory"),
-            error_rate=spread(0.0002, 0.004, *key, "errors"),
+            p50_ms=profile.latency_ms * draw.spread(0.6, 1.5, "p50"),
+            tail=draw.spread(2.0, 3.5, "tail"),
+            cpu_pct=profile.cpu_pct * draw.spread(0.6, 1.4, "cpu"),
+            memory_pct=profile.memory_pct * draw.spread(0.75, 1.25, "memory"),
+            error_rate=draw.spread(0.0002, 0.004, "errors"),
             entry_rps=entry,
-            noise=spread(0.02, 0.07, *key, "noise"),
-            replicas=2 + int(unit(*key, "replicas") * 4),
+            noise=draw.spread(0.02, 0.07, "noise"),
+            replicas=2 + int(draw.unit("replicas") * 4),
             key=zlib.crc32(f"{incident_id}:{name}".encode()),
         )
     ordered = tuple(nodes[name] for name in order)
@@ -255,7 +274,8 @@ def _flow(nodes: tuple[Node, ...], load: dict[str, float], shed: dict[str, float
 
 def plan(incident: Incident) -> Plan:
     wiring = tuple(
-        (s.name, s.kind, technology(incident, s.name), s.user_facing, tuple(s.depends_on)) for s in incident.services
+        (s.name, s.kind, _technology(incident.id, s.name, s.kind, s.tech), s.user_facing, tuple(s.depends_on))
+        for s in incident.services
     )
     return _plan_for(incident.id, wiring)
 
