@@ -652,23 +652,29 @@ class World:
                 cpu = min(99.0, cpu + 8.0 * (1.0 - success))
             reported = 1.0 - (1.0 - error_rate) * (1.0 - extra_error) if extra_error else error_rate
             floor = p50 * 1.2
+            # Clamps spelled out rather than min() and max(): the same values, without two calls per bound.
+            cpu = cpu if cpu < 99.5 else 99.5
+            memory = memory if memory < 99.9 else 99.9
+            request_error = error_rate if error_rate < 1.0 else 1.0
+            call_failure = error_rate + silent
+            # Positional, in the order of the fields: half the cost of keywords, 15 times a minute.
             states[name] = ServiceState(
-                name=name,
-                p50_ms=p50,
-                p99_ms=floor if floor > p99 else p99,
-                error_rate=min(1.0, reported),
-                rps=requests,
-                cpu_pct=max(0.5, min(99.5, cpu)),
-                memory_pct=max(1.0, min(99.9, memory)),
-                health=health or _health(error_rate, p99, healthy_p99.get(name, p99)),
-                call_failure=min(1.0, error_rate + silent),
-                mode=mode,
-                failing_upstreams=tuple(failing),
-                fault_strength=strength_total,
-                self_p50_ms=self_p50,
-                self_p99_ms=self_p99,
-                side_error=extra_error,
-                request_error=min(1.0, error_rate),
+                name,
+                p50,
+                floor if floor > p99 else p99,
+                reported if reported < 1.0 else 1.0,
+                requests,
+                cpu if cpu > 0.5 else 0.5,
+                memory if memory > 1.0 else 1.0,
+                health or _health(error_rate, p99, healthy_p99.get(name, p99)),
+                call_failure if call_failure < 1.0 else 1.0,
+                mode,
+                tuple(failing),
+                strength_total,
+                self_p50,
+                self_p99,
+                extra_error,
+                request_error,
             )
         return states
 
