@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import cache, cached_property
+from functools import cache, cached_property, lru_cache
 from typing import Literal
 
 from .faults import FAULTS, FailureMode, FaultType
@@ -32,6 +32,7 @@ from .world import (
     HISTORY_MINUTES,
     P1_LATENCY_MS,
     Edge,
+    Node,
     ServiceState,
     World,
     distraction_onset,
@@ -97,7 +98,9 @@ def rng_for(seed: int, *key: object) -> random.Random:
     return random.Random(":".join(map(str, (seed, *key))))
 
 
+@lru_cache(maxsize=1024)
 def parse_time(stamp: str) -> datetime:
+    # Cached: every view's clock starts from the incident's start, parsed once.
     return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
@@ -149,7 +152,9 @@ def _compile(template: str) -> tuple[_Piece, ...]:
 
 def fill(template: str, rng: random.Random, context: dict[str, str]) -> str:
     """Expand a template: {int:a:b}, {float:a:b}, {hex:n}, {pick:a|b} and named context fields."""
-    return "".join(piece(rng, context) for piece in _compile(template))
+    if "{" not in template:
+        return template
+    return "".join([piece(rng, context) for piece in _compile(template)])
 
 
 def pick(rng: random.Random, options: tuple[str, ...] | list[str]) -> str:
@@ -191,6 +196,19 @@ class Pod:
 
 
 @dataclass(frozen=True, slots=True)
+class _SpanSource:
+    """What every span of one service in one sample of traces is drawn from."""
+
+    node: Node
+    operations: tuple[str, ...]
+    p50_ms: float
+    sigma: float
+    own_error: float
+    failure: str
+    call_error: float
+
+
+@dataclass(frozen=True, slots=True)
 class Look:
     """What one inspection showed, and whether any of it is new since the last look at that view."""
 
@@ -213,6 +231,8 @@ class Telemetry:
         self._trace_step = 0
         self._points: dict[tuple[str, int], tuple[dict[str, ServiceState], MetricPoint]] = {}
         self._seen: dict[tuple[View, str], tuple[object, Look]] = {}
+        self._releases: dict[str, datetime] = {}
+        self._minutes: dict[int, str] = {}  # "HH:MM" of each minute a metric point is stamped with
 
     # -- the entry point ---------------------------------------------------------------------------
 
@@ -463,8 +483,11 @@ class Telemetry:
         def jitter(value: float, channel: int) -> float:
             return value * (1.0 + METRIC_NOISE * wobble(key, minute, 10 + channel))
 
+        at = self._minutes.get(minute)
+        if at is None:
+            at = self._minutes[minute] = format_time(clock(world, minute))[11:16]
         point = MetricPoint(
-            at=format_time(clock(world, minute))[11:16],
+            at=at,
             p99_ms=float(round(jitter(state.p99_ms, 0))),
             error_rate=significant(min(1.0, jitter(state.error_rate, 1))),
             rps=float(round(jitter(state.rps, 2), 1)),
@@ -569,9 +592,13 @@ class Telemetry:
         return "\n".join(f"{format_time(moment)} {text}" for moment, text in entries)
 
     def _released(self, service: str) -> datetime:
-        """When the release the service runs before any remedy rolled out: the newest deploy listed."""
-        newest = self.deploys(service, -HISTORY_MINUTES).partition("\n")[0]
-        return parse_time(newest.partition(" ")[0])
+        """When the release the service runs before any remedy rolled out: the newest deploy listed
+        (kept: it precedes every remedy, and every pod of every view asks)."""
+        released = self._releases.get(service)
+        if released is None:
+            newest = self.deploys(service, -HISTORY_MINUTES).partition("\n")[0]
+            released = self._releases[service] = parse_time(newest.partition(" ")[0])
+        return released
 
     def db_query(self, service: str, step: int) -> str:
         """A datastore's own view (sessions, locks, statements, disk, replication)."""
@@ -611,9 +638,11 @@ class Telemetry:
         rng = rng_for(self.seed, world.incident.id, service, "traces", step)
         drawn = []
         self._trace_step = step
+        # What a span of each service is drawn from, worked out once for all the candidates' spans.
+        sources: dict[str, _SpanSource] = {}
         for _ in range(TRACE_CANDIDATES):
             spans: list[tuple[int, str, str, float, str]] = []
-            total, status = self._span(service, states, rng, 0, spans, None)
+            total, status = self._span(service, states, sources, rng, 0, spans, None)
             drawn.append((total, status, rng.getrandbits(32), spans))
         failed = [t for t in drawn if t[1] != "ok"][:2]
         rest = sorted((t for t in drawn if t[1] == "ok"), key=lambda t: -t[0])
@@ -624,31 +653,44 @@ class Telemetry:
             lines += [f"{'  ' * (depth + 1)}{name} {op} {ms:.0f}ms {st}" for depth, name, op, ms, st in spans]
         return "\n".join(lines)
 
-    def _span(
-        self, service: str, states: dict[str, ServiceState], rng: random.Random, depth: int,
-        spans: list[tuple[int, str, str, float, str]], edge: Edge | None,
-    ) -> tuple[float, str]:
+    def _span_source(self, service: str, states: dict[str, ServiceState]) -> _SpanSource:
         node = self.world.plan.by_name[service]
         state = states[service]
         ops = OPERATIONS.get(node.kind)
-        op = pick(rng, ops[0]) if ops else pick(rng, KINDS[node.kind].endpoints)
-        op = fill(op, rng, {})
         sigma = max(math.log(max(state.self_p99_ms, state.self_p50_ms * 1.01) / state.self_p50_ms) / 2.326, 1e-6)
-        own = state.self_p50_ms * math.exp(rng.gauss(0.0, sigma))
+        upstream_ok = math.prod(1.0 - share for _, share, _ in state.failing_upstreams)
+        own_error = 1.0 - (1.0 - state.error_rate + state.side_error) / max(upstream_ok, 1e-9)
+        return _SpanSource(
+            node=node,
+            operations=ops[0] if ops else KINDS[node.kind].endpoints,
+            p50_ms=state.self_p50_ms,
+            sigma=sigma,
+            own_error=max(0.0, own_error),
+            # What the service returns, in words several fault types share: a trace localizes, it does not classify.
+            failure=SPAN_STATUS[state.mode] if state.fault_strength else "error(500)",
+            call_error=max(0.0, state.call_failure - state.error_rate + state.side_error),
+        )
+
+    def _span(
+        self, service: str, states: dict[str, ServiceState], sources: dict[str, _SpanSource], rng: random.Random,
+        depth: int, spans: list[tuple[int, str, str, float, str]], edge: Edge | None,
+    ) -> tuple[float, str]:
+        source = sources.get(service)
+        if source is None:
+            source = sources[service] = self._span_source(service, states)
+        op = fill(pick(rng, source.operations), rng, {})
+        own = source.p50_ms * math.exp(rng.gauss(0.0, source.sigma))
         index = len(spans)
         spans.append((depth, service, op, 0.0, "ok"))
         status = "ok"
         total = own
-        upstream_ok = math.prod(1.0 - share for _, share, _ in state.failing_upstreams)
-        own_error = 1.0 - (1.0 - state.error_rate + state.side_error) / max(upstream_ok, 1e-9)
-        if rng.random() < max(0.0, own_error):
-            # What the service returns, in words several fault types share: a trace localizes, it does not classify.
-            status = SPAN_STATUS[state.mode] if state.fault_strength else "error(500)"
+        if rng.random() < source.own_error:
+            status = source.failure
         if depth < TRACE_DEPTH:
-            for child in node.edges:
+            for child in source.node.edges:
                 if rng.random() >= child.share:
                     continue
-                took, child_status = self._span(child.dep, states, rng, depth + 1, spans, child)
+                took, child_status = self._span(child.dep, states, sources, rng, depth + 1, spans, child)
                 total += took
                 if child_status != "ok" and status == "ok" and rng.random() < child.weight:
                     # A caller's span shows what it observed of the call, not why the call failed.
@@ -663,7 +705,7 @@ class Telemetry:
                     d, name, op_, ms, _ = spans[later]
                     if ms > total:
                         spans[later] = (d, name, op_, total, "cancelled")
-            elif status == "ok" and rng.random() < max(0.0, state.call_failure - state.error_rate + state.side_error):
+            elif status == "ok" and rng.random() < source.call_error:
                 status = "error(500)"
         spans[index] = (depth, service, op, total, status)
         return total, status
