@@ -84,11 +84,16 @@ ALERT_RULES: tuple[AlertRule, ...] = (
 )
 
 
+# The rules that watch a user-facing service (True) and an internal one (False), in ALERT_RULES' order.
+_WATCHING: dict[bool, tuple[AlertRule, ...]] = {
+    facing: tuple(rule for rule in ALERT_RULES if rule.audience in ("any", "user_facing" if facing else "internal"))
+    for facing in (True, False)
+}
+
+
 def fired(user_facing: bool, state: ServiceState) -> Iterator[tuple[AlertRule, float]]:
     """The rules a service's state trips, with the value each fires on."""
-    for rule in ALERT_RULES:
-        if (rule.audience == "user_facing" and not user_facing) or (rule.audience == "internal" and user_facing):
-            continue
+    for rule in _WATCHING[user_facing]:
         value = rule.value(state)
         if value >= rule.threshold:
             yield rule, value
@@ -233,6 +238,7 @@ class Telemetry:
         self._seen: dict[tuple[View, str], tuple[object, Look]] = {}
         self._releases: dict[str, datetime] = {}
         self._minutes: dict[int, str] = {}  # "HH:MM" of each minute a metric point is stamped with
+        self._began: dict[tuple[str, str, int], str] = {}
 
     # -- the entry point ---------------------------------------------------------------------------
 
@@ -773,6 +779,31 @@ class Telemetry:
         self._histories[step] = (readings, first, peaks)
         return first, peaks
 
+    def _since(self, service: str, signal: str, began: int) -> str:
+        """When an alert began, as pages print it; kept, since every step renders every alert."""
+        since = self._began.get((service, signal, began))
+        if since is None:
+            moment = clock(self.world, began)
+            # A signal firing since the start of the history has been firing for longer.
+            if began == -HISTORY_MINUTES:
+                moment -= timedelta(minutes=spread(5, 240, self.world.incident.id, service, signal))
+            since = self._began[(service, signal, began)] = format_time(moment)
+        return since
+
+    @cached_property
+    def _stale_alerts(self) -> list[Alert]:
+        """Warnings left firing from before the incident: the same on every page."""
+        incident, world = self.world.incident, self.world
+        started = parse_time(incident.started_at)
+        alerts = []
+        for index, distraction in enumerate(incident.distractions):
+            if distraction.kind == "stale_alert":
+                strength = distraction_strength(distraction, incident.id, index)
+                value = round(80.0 + 12.0 * strength, 1)
+                since = started - timedelta(minutes=spread(3, 300, incident.id, index, "stale"))
+                alerts.append(_disk_alert(world, distraction.service, value, value, since, "firing"))
+        return alerts
+
     def _render_alerts(self, step: int) -> list[Alert]:
         incident = self.world.incident
         first, peaks = self._history(step)
@@ -782,27 +813,18 @@ class Telemetry:
         for (service, signal), peak in peaks.items():
             rule = rules[signal]
             value = now.get((service, signal), 0.0)
-            # A signal firing since the start of the history has been firing for longer.
-            began = first[(service, signal)]
-            since = clock(self.world, began)
-            if began == -HISTORY_MINUTES:
-                since -= timedelta(minutes=spread(5, 240, incident.id, service, signal))
+            since = self._since(service, signal, first[(service, signal)])
             critical = rule.critical_at is not None and peak >= rule.critical_at
             shown = significant if signal.endswith("ratio") else _tenths
             alerts.append(Alert(
                 service=service, signal=signal, level="critical" if critical else "warning",
                 status="firing" if (service, signal) in now else "resolved",
                 value=shown(value), peak=shown(peak),
-                summary=rule.summary.format(value=value, peak=peak), since=format_time(since),
+                summary=rule.summary.format(value=value, peak=peak), since=since,
             ))
         started = parse_time(incident.started_at)
         world = self.world
-        for index, distraction in enumerate(incident.distractions):
-            if distraction.kind == "stale_alert":
-                strength = distraction_strength(distraction, incident.id, index)
-                value = round(80.0 + 12.0 * strength, 1)
-                since = started - timedelta(minutes=spread(3, 300, incident.id, index, "stale"))
-                alerts.append(_disk_alert(world, distraction.service, value, value, since, "firing"))
+        alerts += self._stale_alerts
         for index, fault in enumerate(incident.faults):
             if fault.type != "disk_full" or step < -fault_lead(incident, fault, index):
                 continue
