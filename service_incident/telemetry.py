@@ -182,6 +182,7 @@ def _hexkey(*key: object) -> str:
     return f"{int(unit(*key) * 0xFFFFFF):06x}"
 
 
+@lru_cache(maxsize=4096)
 def version_of(incident_id: str, service: str) -> tuple[str, str]:
     """The release a service runs before any rollback, and the one before it."""
     major, minor = 1 + int(unit(incident_id, service, "major") * 9), int(unit(incident_id, service, "minor") * 30)
@@ -363,11 +364,13 @@ class Telemetry:
         offsets = sorted(int(rng.random() * window_ms) for _ in lines)
         rendered = []
         process = _process(node.tech, profile.process)
+        born = [int(pod.started.timestamp()) for pod in pods]
         for offset, template in zip(offsets, lines, strict=True):
-            pod = pods[int(rng.random() * len(pods))]
+            which = int(rng.random() * len(pods))
+            pod = pods[which]
             moment_ms = end_ms - window_ms + offset
             context["endpoint"] = _endpoint(template, profile.endpoints, rng)
-            context["uptime"] = f"{max(0, moment_ms // 1000 - int(pod.started.timestamp())) // 3600}h"
+            context["uptime"] = f"{max(0, moment_ms // 1000 - born[which]) // 3600}h"
             level_, _, message = fill(template, rng, context).partition(" ")
             rendered.append(f"{stamp_ms(moment_ms)} {pod.name} {process}[{pod.pid}]: {level_:<5} {message}")
         return "\n".join(rendered)
