@@ -53,6 +53,10 @@ MAX_DRAWS = 200
 SETTLE_AFTER = 4
 DRAWS_PER_TOPOLOGY = 3
 INTENSITY_TRIES = 3
+# The fault types each kind of service can host, in FAULTS' order.
+_HOSTED: Mapping[str, tuple[str, ...]] = {
+    kind: tuple(name for name, fault in FAULTS.items() if kind in fault.kinds) for kind in KINDS
+}
 
 
 class Knobs(Struct, frozen=True, forbid_unknown_fields=True):
@@ -210,7 +214,7 @@ def _distractions(
                 service, blamed = rng.choice(healthy)
                 found.append(Distraction(kind=kind, service=service.name, blames=blamed, strength=strength))
         elif kind == "minor_fault":
-            hosts = [(s, t) for s in bystanders for t, f in FAULTS.items() if s.kind in f.kinds]
+            hosts = [(s, t) for s in bystanders for t in _HOSTED[s.kind]]
             if hosts:
                 service, fault = rng.choice(hosts)
                 found.append(Distraction(kind=kind, service=service.name, fault=fault, strength=strength))
