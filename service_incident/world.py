@@ -380,6 +380,8 @@ class World:
     _side: tuple[tuple[Distraction, int, float], ...] = ()
     _cache: _Steps = field(init=False)
     _key: bytes = b""
+    # States of steps with restarts as they would be without the restarts' own disruption, for grading.
+    _undisrupted: dict[int, dict[str, ServiceState]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         incident = self.incident
@@ -497,6 +499,8 @@ class World:
         elif remedy == "shed_load":
             self._shed.setdefault(service, step)
         self._cache.forget_from(step)
+        for later in [s for s in self._undisrupted if s >= step]:
+            del self._undisrupted[later]
         self.history.append(Remediation(step, remedy, service, outcome))
         return outcome
 
@@ -520,7 +524,10 @@ class World:
         incident's impact). Faults that worsen, and faults a remedy did not touch, still count."""
         if not any(step in steps for steps in self._restarts.values()):
             return self.user_facing_impact(step)
-        return _impact(self.plan, self._simulate(step, disrupt=False))
+        states = self._undisrupted.get(step)
+        if states is None:
+            states = self._undisrupted[step] = self._simulate(step, disrupt=False)
+        return _impact(self.plan, states)
 
     def data_at_risk(self, through: int) -> bool:
         kinds = {s.name: s.kind for s in self.incident.services}
