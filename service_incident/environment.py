@@ -411,7 +411,8 @@ def _digest(look: Look) -> str:
     lines = look.text.splitlines()
     if look.view == "logs":
         levels = ("CRIT", "PANIC", "FATAL", "ERROR", "WARN")
-        counts = {lvl: sum(1 for line in lines if level(line) == lvl) for lvl in levels}
+        seen = [level(line) for line in lines]
+        counts = {lvl: seen.count(lvl) for lvl in levels}
         shown = ", ".join(f"{n} {lvl}" for lvl, n in counts.items() if n)
         return f"{len(lines)} lines in the last 120 s" + (f" ({shown})" if shown else "")
     if look.view in ("deploys", "traces"):
