@@ -253,9 +253,11 @@ def _recoverable_severity(incident: Incident) -> Severity | None:
 
 def _traceable(incident: Incident, states: dict[str, ServiceState]) -> bool:
     """Every root is paged itself or reached along failing calls from a paged user-facing service."""
-    specs = {s.name: s for s in incident.services}
-    alerted = {name for name, spec in specs.items() if any(fired(spec.user_facing, states[name]))}
-    paged = {name for name in alerted if specs[name].user_facing}
+    # Only the user-facing services and the roots are asked whether they page.
+    def alerted(spec: ServiceSpec) -> bool:
+        return any(fired(spec.user_facing, states[spec.name]))
+
+    paged = {spec.name for spec in incident.services if spec.user_facing and alerted(spec)}
     reached, frontier = set(paged), list(paged)
     while frontier:
         caller = frontier.pop()
@@ -263,4 +265,4 @@ def _traceable(incident: Incident, states: dict[str, ServiceState]) -> bool:
             if share >= MIN_BLAMED_SHARE and dep not in reached:
                 reached.add(dep)
                 frontier.append(dep)
-    return all(f.service in reached or f.service in alerted for f in incident.faults)
+    return all(f.service in reached or alerted(incident.service(f.service)) for f in incident.faults)
