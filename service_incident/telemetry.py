@@ -18,7 +18,7 @@ import math
 import random
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache, cached_property, lru_cache
@@ -91,12 +91,9 @@ _WATCHING: dict[bool, tuple[AlertRule, ...]] = {
 }
 
 
-def fired(user_facing: bool, state: ServiceState) -> Iterator[tuple[AlertRule, float]]:
+def fired(user_facing: bool, state: ServiceState) -> list[tuple[AlertRule, float]]:
     """The rules a service's state trips, with the value each fires on."""
-    for rule in _WATCHING[user_facing]:
-        value = rule.value(state)
-        if value >= rule.threshold:
-            yield rule, value
+    return [(rule, value) for rule in _WATCHING[user_facing] if (value := rule.value(state)) >= rule.threshold]
 
 
 def rng_for(seed: int, *key: object) -> random.Random:
