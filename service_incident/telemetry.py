@@ -204,6 +204,7 @@ class _SpanSource:
 
     node: Node
     operations: tuple[str, ...]
+    templated: bool  # whether any operation has fields to draw
     p50_ms: float
     sigma: float
     own_error: float
@@ -663,12 +664,14 @@ class Telemetry:
         node = self.world.plan.by_name[service]
         state = states[service]
         ops = OPERATIONS.get(node.kind)
+        operations = ops[0] if ops else KINDS[node.kind].endpoints
         sigma = max(math.log(max(state.self_p99_ms, state.self_p50_ms * 1.01) / state.self_p50_ms) / 2.326, 1e-6)
         upstream_ok = math.prod(1.0 - share for _, share, _ in state.failing_upstreams)
         own_error = 1.0 - (1.0 - state.error_rate + state.side_error) / max(upstream_ok, 1e-9)
         return _SpanSource(
             node=node,
-            operations=ops[0] if ops else KINDS[node.kind].endpoints,
+            operations=operations,
+            templated=any("{" in op for op in operations),
             p50_ms=state.self_p50_ms,
             sigma=sigma,
             own_error=max(0.0, own_error),
@@ -684,7 +687,9 @@ class Telemetry:
         source = sources.get(service)
         if source is None:
             source = sources[service] = self._span_source(service, states)
-        op = fill(pick(rng, source.operations), rng, {})
+        op = pick(rng, source.operations)
+        if source.templated:
+            op = fill(op, rng, {})
         own = source.p50_ms * math.exp(rng.gauss(0.0, source.sigma))
         index = len(spans)
         spans.append((depth, service, op, 0.0, "ok"))
