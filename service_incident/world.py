@@ -61,7 +61,7 @@ SEVERITIES: tuple[Severity, ...] = ("P2", "P1", "P0")
 
 # Kept: views draw the same keys on every look (pods, versions, phrasings). Typed, so that 1 and 1.0,
 # which print differently, are different keys.
-@lru_cache(maxsize=1 << 16, typed=True)
+@lru_cache(maxsize=1 << 15, typed=True)
 def unit(*key: object) -> float:
     """A deterministic draw in [0, 1) from a key: cheap enough to call per service per step."""
     return zlib.crc32(":".join(map(str, key)).encode()) / 4294967296.0
