@@ -667,24 +667,23 @@ class World:
             memory = memory if memory < 99.9 else 99.9
             request_error = error_rate if error_rate < 1.0 else 1.0
             call_failure = error_rate + silent
-            # Positional, in the order of the fields: half the cost of keywords, 15 times a minute.
             states[name] = ServiceState(
-                name,
-                p50,
-                floor if floor > p99 else p99,
-                reported if reported < 1.0 else 1.0,
-                requests,
-                cpu if cpu > 0.5 else 0.5,
-                memory if memory > 1.0 else 1.0,
-                health or _health(error_rate, p99, healthy_p99.get(name, p99)),
-                call_failure if call_failure < 1.0 else 1.0,
-                mode,
-                tuple(failing),
-                strength_total,
-                self_p50,
-                self_p99,
-                extra_error,
-                request_error,
+                name=name,
+                p50_ms=p50,
+                p99_ms=floor if floor > p99 else p99,
+                error_rate=reported if reported < 1.0 else 1.0,
+                rps=requests,
+                cpu_pct=cpu if cpu > 0.5 else 0.5,
+                memory_pct=memory if memory > 1.0 else 1.0,
+                health=health or _health(error_rate, p99, healthy_p99.get(name, p99)),
+                call_failure=call_failure if call_failure < 1.0 else 1.0,
+                mode=mode,
+                failing_upstreams=tuple(failing),
+                fault_strength=strength_total,
+                self_p50_ms=self_p50,
+                self_p99_ms=self_p99,
+                side_error=extra_error,
+                request_error=request_error,
             )
         return states
 
