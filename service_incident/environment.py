@@ -13,7 +13,6 @@ from .faults import FAULTS
 from .models import (
     Action,
     ActionRecord,
-    Alert,
     Declare,
     DeclareRootCauses,
     InvalidReset,
@@ -66,7 +65,6 @@ class _Episode:
     views: dict[str, dict[str, str]] = field(default_factory=dict)
     metrics: dict[str, Metrics] = field(default_factory=dict)
     history: list[ActionRecord] = field(default_factory=list)
-    paged: list[Alert] = field(default_factory=list)
     diagnostic: str | None = None
     ledger: scoring.Ledger = field(default_factory=scoring.Ledger)
     paid: list[float] = field(default_factory=list)
@@ -270,13 +268,13 @@ class ServiceIncidentEnvironment:
         else:
             # Views are replaced, never mutated, when something new is seen: safe to share.
             episode.views[look.view] = {**episode.views.get(look.view, {}), look.service: look.text}
-        episode.ledger.observe(look.text)
         world = episode.world
         shown = {look.service}
         if look.view == "traces":
             shown |= _reachable(world, look.service, TRACE_DEPTH)
         if look.view == "logs" and world.incident.log_gaps.get(look.service) == "empty":
             shown = set()
+        episode.ledger.observe(look.text, frozenset(shown))
         revealing = {
             root for root in world.root_causes & shown if world.fault_runs(root, episode.step) or world.step == 0
         } - episode.ledger.evidence
@@ -352,10 +350,6 @@ class ServiceIncidentEnvironment:
         episode.paid.append(paid)
         incident, task = episode.world.incident, episode.task
         alerts = episode.telemetry.alerts(episode.step)
-        if alerts is not episode.paged:
-            # The pages are evidence the agent has seen too.
-            episode.paged = alerts
-            episode.ledger.observe(" ".join(f"{a.service} {a.summary}" for a in alerts))
         views = episode.views
         observation = Observation(
             task_id=task.id,
