@@ -63,8 +63,6 @@ class HoldoutKey:
         return f"{task_id(difficulty)}-{self._mac(f'incident-id:{difficulty}:{index}').hex()[:_ID_CHARS]}"
 
     def incident(self, difficulty: str, index: int) -> Incident:
-        if difficulty not in TIERS:
-            raise KeyError(difficulty)
         incident_id = self.incident_id(difficulty, index)
         try:
             return generate(difficulty, self.generator_seed(difficulty, index), incident_id)
