@@ -209,12 +209,22 @@ def test_http_replies_name_no_seed_and_no_answer(keyed_url: str, task: str) -> N
         reset = http.post("/reset", json={"task_id": task, "seed": SEED})
         episode = {"Episode-Id": reset.json()["episode_id"]}
         replies = [reset]
-        for action in script(reset.json()["observation"]["services"]):
+        services = reset.json()["observation"]["services"]
+        for action in script(services):
             replies.append(http.post("/step", json={"action": action}, headers=episode))
-        replies += [http.get("/state", headers=episode), http.get("/grade", headers=episode),
+        grade = http.get("/grade", headers=episode)
+        replies += [http.get("/state", headers=episode), grade,
                     http.post("/step", json={"action": {"action": "declare", "target": "x"}}, headers=episode)]
-    grade = replies[-2].json()
-    assert set(grade) == {"episode_id", "done", "score", "breakdown"} and grade["score"] is not None
+        # OpenEnv's JSON-RPC dialect at /mcp plays an HTTP episode of its own, here of the same incident.
+        create = {"task_id": task, "seed": SEED}
+        replies.append(http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create",
+                                               "params": create}))
+        session = replies[-1].json()["result"]["session_id"]
+        call = {"name": "inspect_traces", "arguments": {"target": services[0]}, "session_id": session}
+        replies.append(http.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}))
+        replies.append(http.get("/state", params={"episode_id": session}))
+    assert set(grade.json()) == {"episode_id", "done", "score", "breakdown"} and grade.json()["score"] is not None
+    assert replies[-1].json()["task_id"] == task and replies[-2].json()["result"]["isError"] is False
     judge([reply.text for reply in replies], task)
 
 
@@ -265,6 +275,12 @@ def test_inference_plays_the_held_out_tiers_of_a_keyed_server_and_in_process_ali
 
     assert steps(played) == steps(records)
     assert f"key fingerprint `{key.fingerprint}`" in (tmp_path / "local" / "report.md").read_text()
+    # The embedded server takes the key from the run's environment too.
+    embedded = run_inference("--tasks", "holdout_hard", "--episodes", "1", "--output", str(tmp_path / "embedded"),
+                             cwd=tmp_path, env={"HOLDOUT_KEY": KEY})
+    assert embedded.returncode == 0, embedded.stderr
+    first = decode((tmp_path / "embedded" / "episodes.jsonl").read_bytes())
+    assert steps(first) == {"holdout_hard/0000": steps(records)["holdout_hard/0000"]}
 
 
 def test_inference_in_process_without_the_key_says_which_setting_is_missing(tmp_path: Path) -> None:
