@@ -100,7 +100,8 @@ class FaultType:
         return logs.get(tech) or (logs.get("app") if tech in APP_TECHS else None) or logs["*"]
 
 
-_OOM = ("OOMKilled", "Container {container} exceeded its memory limit ({int:480:512}Mi) and was killed")
+# The memory limit is the one the runtimes' own lines name (512Mi).
+_OOM = ("OOMKilled", "Container {container} exceeded its memory limit (512Mi) and was killed")
 _BACKOFF = ("BackOff", "Back-off restarting failed container {container}")
 _UNHEALTHY = ("Unhealthy", "Readiness probe failed: HTTP probe failed with statuscode: 503")
 _PROBE_TIMEOUT = ("Unhealthy", "Liveness probe failed: Get \"http://{ip}:8080/healthz\": context deadline exceeded")
@@ -253,19 +254,29 @@ FAULTS: Mapping[str, FaultType] = {
                 ("WARN rate limited by partner API (quota {int:100:600}/min), backing off",
                  "ERROR req={hex:8} \"{endpoint}\" status=503 err=\"provider quota exceeded\""),
             )},
-            fix="escalate", acceptable=("shed_load",), error_rate=0.3, latency_ms=500, lead=(2, 8),
+            # Shedding load is for overload: the partner's quota is not raised by sending it less at normal traffic.
+            fix="escalate", error_rate=0.3, latency_ms=500, lead=(2, 8),
         ),
         FaultType(
             "db_deadlock", ("database",),
             {
                 "postgres": (("ERROR deadlock detected: process {int:1000:9999} waits for ShareLock on transaction {int:800000:900000}",
-                              "LOG process {int:1000:9999} still waiting for AccessExclusiveLock after {int:1000:9000} ms"),),
+                              "LOG process {int:1000:9999} still waiting for ShareLock on transaction {int:800000:900000} "
+                              "after {int:1000:9000}.{int:100:999} ms"),
+                             ("ERROR deadlock detected",
+                              "LOG CONTEXT: while updating tuple ({int:0:9999},{int:1:60}) "
+                              "in relation \"{pick:orders|inventory|payments}\"")),
                 "mysql": (("ERROR 1213 (40001): Deadlock found when trying to get lock; try restarting transaction",
-                           "WARN Lock wait timeout exceeded; try restarting transaction"),),
+                           "WARN Lock wait timeout exceeded; try restarting transaction"),
+                          ("WARN InnoDB: Transactions deadlock detected, dumping detailed information.",
+                           "ERROR 1213 (40001): Deadlock found when trying to get lock; try restarting transaction")),
             },
             fix="restart", error_rate=0.45, latency_ms=4000, cpu_pct=70, lead=(2, 6),
-            db_report={"*": "locks: {int:30:120} sessions waiting; blocker pid {int:1000:9999} holds an exclusive lock "
-                            "for {int:60:600}s running ALTER TABLE; connections active={int:60:95} max={max_conn}"},
+            # {held}: how long the oldest waiting transaction has been open, never longer than the fault or the
+            # pods that hold it; {waiting} scales with how strongly the fault shows.
+            db_report={"*": "locks: {waiting} sessions waiting on row locks; {int:3:40} deadlocks in the last minute "
+                            "(UPDATE orders / UPDATE inventory, victims rolled back); oldest transaction open {held}s; "
+                            "connections active={int:60:95} max={max_conn}"},
         ),
         FaultType(
             "slow_query", ("database",),

@@ -132,7 +132,9 @@ def test_wrong_remedies_cost_what_they_say() -> None:
     impact = world.user_facing_impact()
     assert world.remediate("rollback", bystander) == "no_effect"
     assert world.remediate("scale_up", bystander) == "no_effect"
-    assert world.capacity(bystander) == 2.0
+    # New replicas join over the step they are ordered in: half the added capacity serves then, all of it after.
+    assert world.capacity(bystander) == 1.5
+    assert world.capacity(bystander, world.step + 1) == 2.0
     assert world.user_facing_impact() == pytest.approx(impact, rel=0.1)
     # The right fix on the wrong target does nothing either.
     assert world.remediate("rollback", next(s.name for s in incident.services if s.name not in {root})) == "no_effect"
