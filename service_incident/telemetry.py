@@ -156,6 +156,12 @@ def pick(rng: random.Random, options: tuple[str, ...] | list[str]) -> str:
     return options[int(rng.random() * len(options))]
 
 
+# How strongly a red herring's minor fault shows in its service's own views.
+_MINOR_STRENGTH = 0.4
+# Lines only the pods whose containers crash write.
+_CRASHING = "*crashing"
+
+
 def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
@@ -276,23 +282,18 @@ class Telemetry:
         scale_ups = sum(1 for e in world.history if e.service == service and e.remedy == "scale_up" and e.step <= step)
         replicas = node.replicas * 2**scale_ups
         template = _hexkey(iid, service, "rs", self.version(service, step))[:5] + "9"
-        crashing: FaultType | None = None
-        crashing_since = now
-        strength = 0.0
-        strengths = world.strengths(step)
-        for index, fault in enumerate(world.incident.faults):
-            kind = FAULTS[fault.type]
-            if fault.service == service and kind.termination and (s := strengths[index]) > strength:
-                crashing, strength = kind, s
-                crashing_since = clock(world, -fault_lead(world.incident, fault, index))
-        sick = math.ceil(strength * replicas) if crashing else 0
+        crash = self._crash(service)
+        sick: dict[int, int] = {}  # how many pods' containers crash, by step
+        if crash is not None:
+            sick = {s: math.ceil(crash[2](s) * replicas) for s in range(max(crash[1], step - 30), step + 1)}
         pods = []
         for index in range(replicas):
             scaled = index >= node.replicas
             suffix = _hexkey(iid, service, generation, index)[:5]
             name = f"{service}-{template}-{suffix}"
             if born is not None:
-                started = born
+                # A rollout replaces the pods one at a time in the seconds before it completes.
+                started = born - timedelta(milliseconds=spread(500, 20_000, iid, service, rollouts[-1], index))
             elif scaled:
                 since = min(e.step for e in world.history if e.service == service and e.remedy == "scale_up")
                 started = clock(world, since)
@@ -304,19 +305,44 @@ class Telemetry:
             created = started
             # Replicas added this minute are still starting (see SCALE_JOINING).
             restarts, status, termination = 0, "ContainerCreating" if scaled and started == now else "Running", None
-            if index < sick and crashing is not None:
+            if crash is not None:
                 # The container has crashed since the fault began or the pod was created, whichever is later,
-                # restarting inside the pod on the orchestrator's back-off (10 s doubling up to 5 min).
-                crashed_since = max(crashing_since, created)
-                restarts = _backoff_restarts((now - crashed_since).total_seconds() * spread(
-                    0.8, 1.0, iid, service, index, "crash"))
-                status = "CrashLoopBackOff" if crashing.health == "down" and restarts else "Running"
-                termination = crashing.termination if restarts else None
-                started = max(created, now - timedelta(seconds=spread(5, 90, iid, service, index, restarts)))
+                # restarting inside the pod on the orchestrator's back-off (10 s doubling up to 5 min), until
+                # the last minute it crashed in; its restarts stay counted after that.
+                kind, began, _ = crash
+                first = max(began, (_ms(created) - _ms(clock(world, 0))) // 60_000)
+                last = next((s for s in range(step, first - 1, -1) if index < sick.get(s, 0)), None)
+                if last is not None:
+                    since = max(clock(world, began), created)
+                    until = now if last == step else clock(world, last)
+                    restarts = _backoff_restarts(
+                        (until - since).total_seconds() * spread(0.8, 1.0, iid, service, index, "crash"))
+                if last is not None and restarts:
+                    termination = kind.termination
+                    if last == step:
+                        status = "CrashLoopBackOff" if kind.health == "down" else "Running"
+                        started = max(created, now - timedelta(seconds=spread(5, 90, iid, service, index, restarts)))
+                    else:
+                        started = until
             pid = 100 + int(unit(iid, service, generation, index, restarts, "pid") * 9800)
             ip = f"10.{int(unit(iid, service, 'net') * 250)}.{index}.{10 + int(unit(iid, name) * 200)}"
             pods.append(Pod(name, pid, ip, created, started, restarts, status, termination))
         return pods
+
+    def _crash(self, service: str) -> tuple[FaultType, int, Callable[[int], float]] | None:
+        """The fault that crashes a service's containers, the step it began, and its strength by step: a
+        fault of the incident, or a red herring's minor fault, which crashes a container now and then."""
+        world, incident = self.world, self.world.incident
+        for index, fault in enumerate(incident.faults):
+            kind = FAULTS[fault.type]
+            if fault.service == service and kind.termination:
+                return kind, -fault_lead(incident, fault, index), lambda s, i=index: world.strengths(s)[i]
+        for index, distraction in enumerate(incident.distractions):
+            kind = FAULTS[distraction.fault] if distraction.kind == "minor_fault" and distraction.fault else None
+            if distraction.service == service and kind and kind.termination:
+                onset = -distraction_onset(incident.id, index)
+                return kind, onset, lambda s, o=onset: _MINOR_STRENGTH if s >= o else 0.0
+        return None
 
     def _pods_at(self, service: str, moment: datetime) -> list[Pod]:
         """The pods that were running at a moment: those of the step it falls in."""
@@ -339,7 +365,7 @@ class Telemetry:
         # Evidence comes in groups: a partial shipper drops lines at random but keeps one of each group.
         # Each group is written within a span of the window (a healed fault's lines stop at its fix, a
         # stopping pod's before it stopped), some only by the pods whose containers crash.
-        groups: list[tuple[list[str], int, int, bool]] = []
+        groups: list[tuple[list[str], int, int, str]] = []  # lines, span, who writes them
         for index, fault in enumerate(incident.faults):
             if fault.service != service:
                 continue
@@ -349,43 +375,68 @@ class Telemetry:
             healed = world.healed_at(index)
             until = end_ms if healed is None or healed > step else _ms(clock(world, healed)) - 1
             kind = FAULTS[fault.type]
-            groups.append((self._fault_lines(kind, service, index, strength), begin_ms, until, bool(kind.termination)))
+            who = _CRASHING if kind.termination else ""
+            groups.append((self._fault_lines(kind, service, index, strength), begin_ms, until, who))
         edges = {edge.dep: edge for edge in node.edges}
         for upstream, share, cause in state.failing_upstreams:
             count = min(4, math.ceil(share * 8))
             calls = [self._caller_line(edges[upstream], cause, share) for _ in range(count)]
-            groups.append((calls, begin_ms, end_ms, False))
+            groups.append((calls, begin_ms, end_ms, ""))
         for index, distraction in enumerate(incident.distractions):
             if distraction.service == service and step >= -distraction_onset(incident.id, index):
-                groups.append((self._distraction_lines(distraction.kind, distraction, index), begin_ms, end_ms, False))
+                minor = FAULTS[distraction.fault] if distraction.kind == "minor_fault" and distraction.fault else None
+                who = _CRASHING if minor and minor.termination else ""
+                groups.append((self._distraction_lines(distraction.kind, distraction, index), begin_ms, end_ms, who))
+        stops: dict[str, tuple[int, Pod]] = {}  # pods told to stop: when, and the pod that replaced them
         for event in world.history:
-            if event.service == service and step - 1 <= event.step <= step:
-                done = _ms(clock(world, event.step))
-                # A pod told to stop says so before it goes; the others' lines come from the pods after the change.
-                span = (done - 20_000, done - 1) if event.remedy == "restart" else (done, min(end_ms, done + 30_000))
-                groups.append(([_REMEDY_LOGS[event.remedy]], *span, False))
+            if event.service != service or not step - 1 <= event.step <= step:
+                continue
+            done = _ms(clock(world, event.step))
+            if event.remedy == "restart":
+                # A rolling restart: each pod says so as it goes and its replacement takes over from then.
+                replacements = self.pods(service, event.step)
+                for old, new in zip(self.pods(service, event.step - 1), replacements, strict=False):
+                    stops[old.name] = (_ms(new.created), new)
+                    groups.append(([_REMEDY_LOGS["restart"]], _ms(new.created) - 1, _ms(new.created), old.name))
+            else:
+                # The change's own line comes from the pods after it.
+                groups.append(([_REMEDY_LOGS[event.remedy]], done, min(end_ms, done + 30_000), ""))
         evidence = sum(len(group[0]) for group in groups)
         routine = ROUTINE_BY_TECH.get(node.tech, profile.routine_logs)
-        groups.append(([pick(rng, routine) for _ in range(max(2, LOG_LINES - evidence))], begin_ms, end_ms, False))
+        groups.append(([pick(rng, routine) for _ in range(max(2, LOG_LINES - evidence))], begin_ms, end_ms, ""))
         if gap == "partial":
             groups = [([line for line in g[0] if rng.random() < 0.5] or g[0][:1], *g[1:]) for g in groups]
         placed = sorted(
-            (lo + int(rng.random() * (hi - lo)), n, template, sick)
-            for n, (lines, lo, hi, sick) in enumerate(groups) for template in lines
+            (lo + int(rng.random() * (hi - lo)), n, template, who)
+            for n, (lines, lo, hi, who) in enumerate(groups) for template in lines
         )
         page_ms = _ms(clock(world, 0))
         by_step: dict[int, tuple[list[Pod], list[Pod], str]] = {step: (pods, [], context["version"])}
         rendered = []
         process = _process(node.tech, profile.process)
-        for moment_ms, _, template, sick in placed:
+        for moment_ms, _, template, who in placed:
             # The pods and the release running when the line was written.
             at = (moment_ms - page_ms) // 60_000
             if at not in by_step:
                 by_step[at] = (self.pods(service, at), [], self.version(service, at))
             running, crashing, version = by_step[at]
-            if sick and not crashing:
-                crashing.extend([p for p in running if p.restarts] or running)
-            choices = crashing if sick else running
+            if who == _CRASHING and not crashing:
+                crashing.extend(p for p in running if p.restarts)
+                if not crashing:
+                    continue  # no container had crashed yet then
+            pool = crashing if who == _CRASHING else running
+            if who in ("", _CRASHING):
+                # A pod writes only while it exists: after it was created and before it was told to stop.
+                choices = [p for p in pool if stops.get(p.name, (moment_ms + 1,))[0] > moment_ms
+                           and _ms(p.created) <= moment_ms]
+                if who == "":
+                    # A rolling restart's replacements serve from the moment each took over.
+                    choices += [new for when, new in stops.values() if when <= moment_ms and new not in choices]
+                elif not choices:
+                    continue  # every crashing container had been replaced by then
+            else:
+                choices = [p for p in running if p.name == who]
+            choices = choices or pool
             pod = choices[int(rng.random() * len(choices))]
             context["version"] = version
             context["endpoint"] = _endpoint(template, profile.endpoints, rng)
@@ -469,7 +520,7 @@ class Telemetry:
             return [line.format(level=level_, blamed=blamed, deadline=deadline, status=status, failure=failure)] * count
         if kind == "minor_fault":
             fault = FAULTS[distraction.fault or "slow_query"]
-            return self._fault_lines(fault, distraction.service, 100 + index, 0.4)
+            return self._fault_lines(fault, distraction.service, 100 + index, _MINOR_STRENGTH)
         if kind == "flaky_errors" and self.world.plan.by_name[distraction.service].kind in OPERATIONS:
             options = _DATASTORE_SIDE_WORK
         if not options:
@@ -566,8 +617,11 @@ class Telemetry:
                 at = max(began, min(until, now - ago))
                 then = self._pods_at(service, at)
                 if kind.termination:
-                    then = [p for p in then if p.restarts] or then
+                    then = [p for p in then if p.restarts]
+                    if not then:
+                        continue  # no container had crashed yet then
                 pod = then[n % len(then)]
+                at = max(at, pod.created)
                 text = message.replace("{container}", service).replace("{ip}", pod.ip)
                 text = fill(text, rng_for(0, incident.id, service, reason), {})
                 found.append((at, f"Warning {reason} pod/{pod.name}: {text}"))
@@ -576,7 +630,8 @@ class Telemetry:
             at = now - timedelta(seconds=spread(10, 300, incident.id, service, "probe", step))
             at = max([at, *(clock(world, s) for s in world.restarts(service, step))])
             probe = "Readiness probe failed: context deadline exceeded"
-            found.append((at, f"Warning Unhealthy pod/{self._pods_at(service, at)[0].name}: {probe}"))
+            pod = self._pods_at(service, at)[0]
+            found.append((max(at, pod.created), f"Warning Unhealthy pod/{pod.name}: {probe}"))
         for event in world.history:
             if event.service == service and event.step <= step:
                 at = clock(world, event.step)
