@@ -18,13 +18,13 @@ import math
 import random
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
 from typing import Literal
 
-from .faults import FAULTS, FailureMode, FaultType
+from .faults import CHANGED_FILES, FAULTS, FailureMode, FaultType, changed_files
 from .incidents import Distraction
 from .models import Alert, MetricPoint, Metrics
 from .topology import KINDS, OPERATIONS, PORTS, ROUTINE_BY_TECH
@@ -663,27 +663,43 @@ class Telemetry:
                 if text.startswith("deploy ") and draw >= 0.4:
                     notes = (*_RELEASE_NOTES, "routine release")
                     text = f"deploy {current}: {notes[int((draw - 0.4) / 0.6 * len(notes))]}"
-                entries.append((moment, f"{text} by ci-bot"))
+                touched = FAULTS[fault.type].touches
+                files = self._files(service, touched, index) if touched else ""
+                entries.append((moment, f"{text} by ci-bot{files}"))
                 changed = True
         for index, distraction in enumerate(incident.distractions):
             if distraction.service == service and distraction.kind == "recent_deploy" and not changed:
                 before = distraction_onset(incident.id, index) + spread(1, 8, incident.id, index)
                 moment = started - timedelta(minutes=before)
-                text = _RELEASE_NOTES[int(unit(incident.id, service, "notes") * len(_RELEASE_NOTES))]
-                entries.append((moment, f"deploy {current}: {text} by ci-bot"))
+                # A bystander's release touches what a shipped fault touches, noted the same way: the files
+                # say what a change was about, not whether it is the one that broke.
+                features = [entry for entry in CHANGED_FILES if entry[0]]
+                note, touched = features[int(unit(incident.id, service, index, "vocab") * len(features))]
+                draw = unit(incident.id, service, "notes")
+                if note is None or draw >= 0.4:
+                    note = _RELEASE_NOTES[int(draw * len(_RELEASE_NOTES))]
+                entries.append((moment, f"deploy {current}: {note} by ci-bot{self._files(service, touched, index)}"))
                 changed = True
         for event in world.history:
             if event.service == service and event.step <= step and event.remedy == "rollback":
                 entries.append((clock(world, event.step), f"rollback to {previous} by on-call"))
         older = started - timedelta(days=spread(2, 12, incident.id, service, "old"))
+        routine = f"routine release by ci-bot{self._files(service, None, 'old')}"
         if changed:
-            entries.append((older, f"deploy {previous}: routine release by ci-bot"))
+            entries.append((older, f"deploy {previous}: {routine}"))
         else:
-            entries.append((older, f"deploy {current}: routine release by ci-bot"))
+            entries.append((older, f"deploy {current}: {routine}"))
             entries.append((older - timedelta(days=spread(3, 20, incident.id, service, "older")),
-                            f"deploy {previous}: routine release by ci-bot"))
+                            f"deploy {previous}: routine release by ci-bot{self._files(service, None, 'older')}"))
         entries.sort(reverse=True)
         return "\n".join(f"{format_time(moment)} {text}" for moment, text in entries)
+
+    def _files(self, service: str, touched: Mapping[str, tuple[str, ...]] | None, *key: object) -> str:
+        """The files a release touched: a shipped fault's own, or any release's from the shared vocabulary."""
+        iid = self.world.incident.id
+        table = touched or CHANGED_FILES[int(unit(iid, service, *key, "vocab") * len(CHANGED_FILES))][1]
+        files = changed_files(table, self.world.plan.by_name[service].tech, unit(iid, service, *key, "files"))
+        return f"; changed {files}" if files else ""
 
     def _released(self, service: str) -> datetime:
         """When the release the service runs before any remedy rolled out: the newest deploy listed."""
@@ -990,9 +1006,10 @@ _RENDER: dict[str, Callable[[Telemetry, str, int], str]] = {
     "traces": Telemetry.traces,
 }
 
+# Notes any release carries; a note naming a feature comes with that feature's files (CHANGED_FILES).
 _RELEASE_NOTES = (
     "dependency updates", "feature flag cleanup", "logging format change", "connection pool settings",
-    "retry policy tuning", "payload schema update", "response cache for sessions",
+    "retry policy tuning",
 )
 
 _DISTRACTION_LOGS: dict[str, tuple[str, ...]] = {
