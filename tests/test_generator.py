@@ -269,8 +269,8 @@ def test_training_and_evaluation_incidents_are_disjoint() -> None:
 
 @pytest.mark.parametrize("difficulty", list(PRESETS))
 def test_labels_are_identifiable_from_the_telemetry(difficulty: str) -> None:
-    share, _ = survey([dataset.training_incident(difficulty, seed) for seed in range(25)])
-    assert share >= 0.95
+    strict, loose, _ = survey([dataset.training_incident(difficulty, seed) for seed in range(25)])
+    assert strict >= 0.95 and loose >= strict
 
 
 def test_the_identifiability_check_catches_a_fault_that_shows_nowhere() -> None:
