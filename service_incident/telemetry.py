@@ -224,6 +224,9 @@ class Telemetry:
         self._trace_step = 0
         self._points: dict[tuple[str, int], tuple[dict[str, ServiceState], MetricPoint]] = {}
         self._seen: dict[tuple[View, str], tuple[object, Look]] = {}
+        # Pods by (service, step, remedies applied so far): a step's pods change only with a remedy.
+        self._pods: dict[tuple[str, int, int], list[Pod]] = {}
+        self._release: dict[str, datetime] = {}
 
     # -- the entry point ---------------------------------------------------------------------------
 
@@ -270,6 +273,12 @@ class Telemetry:
     def pods(self, service: str, step: int) -> list[Pod]:
         """The pods running a service at a step: a rollout (restart, rollback) replaces them all, a
         scale-up adds new ones, and a crashing container restarts inside its pod with a new PID."""
+        key = (service, step, len(self.world.history))
+        if key not in self._pods:
+            self._pods[key] = self._new_pods(service, step)
+        return self._pods[key]
+
+    def _new_pods(self, service: str, step: int) -> list[Pod]:
         world, iid = self.world, self.world.incident.id
         node = world.plan.by_name[service]
         now = clock(world, step)
@@ -703,8 +712,10 @@ class Telemetry:
 
     def _released(self, service: str) -> datetime:
         """When the release the service runs before any remedy rolled out: the newest deploy listed."""
-        newest = self.deploys(service, -HISTORY_MINUTES).partition("\n")[0]
-        return parse_time(newest.partition(" ")[0])
+        if service not in self._release:
+            newest = self.deploys(service, -HISTORY_MINUTES).partition("\n")[0]
+            self._release[service] = parse_time(newest.partition(" ")[0])
+        return self._release[service]
 
     def db_query(self, service: str, step: int) -> str:
         """A datastore's own view (sessions, locks, statements, disk, replication)."""
