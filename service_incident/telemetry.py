@@ -72,8 +72,9 @@ class AlertRule:
 
 
 ALERT_RULES: tuple[AlertRule, ...] = (
+    # Every failed request counts, rejected credentials (401) as well as server errors: the summary says so.
     AlertRule("http_5xx_ratio", "user_facing", 0.02, lambda s: s.error_rate,
-              "HTTP 5xx ratio {value:.1%} over 1m, peak {peak:.1%} (SLO 99.5%)", critical_at=0.05),
+              "HTTP error ratio (5xx and 401) {value:.1%} over 1m, peak {peak:.1%} (SLO 99.5%)", critical_at=0.05),
     AlertRule("error_ratio", "internal", 0.10, lambda s: s.error_rate,
               "error ratio {value:.1%} over 1m, peak {peak:.1%}"),
     AlertRule("p99_latency_ms", "user_facing", P1_LATENCY_MS, lambda s: s.p99_ms,
