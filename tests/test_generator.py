@@ -132,7 +132,9 @@ def test_wrong_remedies_cost_what_they_say() -> None:
     impact = world.user_facing_impact()
     assert world.remediate("rollback", bystander) == "no_effect"
     assert world.remediate("scale_up", bystander) == "no_effect"
-    assert world.capacity(bystander) == 2.0
+    # New replicas join over the step they are ordered in: half the added capacity serves then, all of it after.
+    assert world.capacity(bystander) == 1.5
+    assert world.capacity(bystander, world.step + 1) == 2.0
     assert world.user_facing_impact() == pytest.approx(impact, rel=0.1)
     # The right fix on the wrong target does nothing either.
     assert world.remediate("rollback", next(s.name for s in incident.services if s.name not in {root})) == "no_effect"
@@ -267,8 +269,8 @@ def test_training_and_evaluation_incidents_are_disjoint() -> None:
 
 @pytest.mark.parametrize("difficulty", list(PRESETS))
 def test_labels_are_identifiable_from_the_telemetry(difficulty: str) -> None:
-    share, _ = survey([dataset.training_incident(difficulty, seed) for seed in range(25)])
-    assert share >= 0.95
+    strict, loose, _ = survey([dataset.training_incident(difficulty, seed) for seed in range(25)])
+    assert strict >= 0.95 and loose >= strict
 
 
 def test_the_identifiability_check_catches_a_fault_that_shows_nowhere() -> None:
