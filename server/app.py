@@ -32,7 +32,7 @@ from .http_episodes import EpisodeStore
 from .mcp import McpEndpoint
 from .openapi import openapi_document
 from .protocol import encode, is_loopback
-from .sessions import Clock, SessionRegistry
+from .sessions import Clock, SessionRegistry, environments
 from .settings import Settings
 from .webui import ResultFiles, WebUI
 from .ws import SessionEndpoint
@@ -45,12 +45,13 @@ _REAP_MIN_S, _REAP_MAX_S = 0.05, 5.0
 def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) -> Starlette:
     """The app. `clock` times idle sessions and episodes (tests pass one they can move)."""
     settings = settings or Settings.load()
-    registry = SessionRegistry(settings.max_concurrent_envs, settings.session_idle_timeout_s, clock)
+    new_env = environments(settings.holdout_key)
+    registry = SessionRegistry(settings.max_concurrent_envs, settings.session_idle_timeout_s, clock, new_env)
     episodes = EpisodeStore(settings.http_max_episodes, settings.http_max_episodes_per_client,
-                            settings.http_episode_idle_timeout_s, clock)
-    api = HttpApi(episodes, registry, _implicit_policy(settings))
+                            settings.http_episode_idle_timeout_s, clock, new_env)
+    api = HttpApi(episodes, registry, _implicit_policy(settings), settings.holdout_key)
     mcp = McpEndpoint(api.openenv_mcp, settings.http_max_episodes, settings.http_episode_idle_timeout_s, clock,
-                      settings.http_max_body_bytes)
+                      settings.http_max_body_bytes, new_env)
     interval = min(settings.session_idle_timeout_s, settings.http_episode_idle_timeout_s) / 4
     interval = min(max(interval, _REAP_MIN_S), _REAP_MAX_S)
 

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from service_incident.environment import ServiceIncidentEnvironment
+from service_incident.holdout import fingerprint
 from service_incident.models import Action, Observation, ResetRequest, State, parse_action, schemas
 from service_incident.tasks import catalogue
 
@@ -71,6 +72,8 @@ class ServerHealth(Struct):
     max_sessions: int
     http_episodes: int
     status: str = "healthy"
+    # Names the key the held-out tasks derive from, so published scores say which set they are on.
+    holdout_fingerprint: str | None = None
 
 
 class EnvironmentMetadata(Struct):
@@ -124,13 +127,15 @@ class McpEpisodes:
 
 
 class HttpApi:
-    def __init__(self, episodes: EpisodeStore, sessions: SessionRegistry, implicit: Callable[[Request], bool]) -> None:
+    def __init__(self, episodes: EpisodeStore, sessions: SessionRegistry, implicit: Callable[[Request], bool],
+                 holdout_key: str | None = None) -> None:
         self.episodes = episodes
         self.sessions = sessions
         self.implicit = implicit
+        self.holdout_fingerprint = fingerprint(holdout_key) if holdout_key is not None else None
         self._metadata = encode(environment_metadata())
         self._schema = encode({**schemas(), "reset_observation": msgspec.json.schema(Observation)})
-        self._tasks = encode(catalogue())
+        self._tasks = encode(catalogue(held_out=holdout_key is not None))
 
     def routes(self) -> list[Route]:
         return [
@@ -172,7 +177,8 @@ class HttpApi:
 
     async def health(self, request: Request) -> Response:
         sessions = self.sessions
-        return self._json(ServerHealth(sessions.active, sessions.capacity, len(self.episodes)))
+        return self._json(ServerHealth(sessions.active, sessions.capacity, len(self.episodes),
+                                       holdout_fingerprint=self.holdout_fingerprint))
 
     async def metadata(self, request: Request) -> Response:
         return Response(self._metadata, media_type=JSON)

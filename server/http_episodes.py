@@ -30,7 +30,7 @@ from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.models import Observation, ResetRequest
 
 from .protocol import clip
-from .sessions import Clock
+from .sessions import Clock, EnvFactory
 
 
 class UnknownEpisode(LookupError):
@@ -53,8 +53,10 @@ class _Entry:
 
 class EpisodeStore:
     def __init__(
-        self, max_episodes: int, max_per_client: int, idle_timeout_s: float, clock: Clock = time.monotonic
+        self, max_episodes: int, max_per_client: int, idle_timeout_s: float, clock: Clock = time.monotonic,
+        new_env: EnvFactory = ServiceIncidentEnvironment,
     ) -> None:
+        self.new_env = new_env
         self.max_episodes = max_episodes
         self.max_per_client = max_per_client
         self.idle_timeout_s = idle_timeout_s
@@ -71,7 +73,7 @@ class EpisodeStore:
         Returns its new id. InvalidReset propagates, and then no episode is the latest.
         """
         episode_id = secrets.token_urlsafe(18)
-        env = ServiceIncidentEnvironment()
+        env = self.new_env()
         try:
             # Without a name of its own, the episode is named by its id.
             observation = reset(env, msgspec.structs.replace(request, episode_id=request.episode_id or episode_id))

@@ -47,6 +47,7 @@ from service_incident.models import InvalidAction, InvalidReset, ResetRequest, p
 
 from .http_episodes import EpisodeStore, UnknownEpisode
 from .protocol import ProtocolError, decode_json, encode, step_payload
+from .sessions import EnvFactory
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -173,8 +174,8 @@ def _call_tool(params: dict[str, Any], env_for: EnvResolver) -> dict[str, Any]:
 class _Entry:
     __slots__ = ("episode", "last_active")
 
-    def __init__(self, now: float) -> None:
-        self.episode = TextEpisode()
+    def __init__(self, now: float, env: ServiceIncidentEnvironment) -> None:
+        self.episode = TextEpisode(env)
         self.last_active = now
 
 
@@ -182,10 +183,12 @@ class SessionEpisodes:
     """The episode each MCP session owns: bounded in number (least recently used evicted first) and
     in idle time, like the SDK's sessions themselves."""
 
-    def __init__(self, max_episodes: int, idle_timeout_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, max_episodes: int, idle_timeout_s: float, clock: Callable[[], float] = time.monotonic,
+                 new_env: EnvFactory = ServiceIncidentEnvironment) -> None:
         self.max_episodes = max_episodes
         self.idle_timeout_s = idle_timeout_s
         self.clock = clock
+        self.new_env = new_env
         self._episodes: OrderedDict[str, _Entry] = OrderedDict()
 
     def __len__(self) -> int:
@@ -196,7 +199,7 @@ class SessionEpisodes:
         entry = self._episodes.get(session_id)
         if entry is None:
             self.expire(now)
-            entry = self._episodes[session_id] = _Entry(now)
+            entry = self._episodes[session_id] = _Entry(now, self.new_env())
             while len(self._episodes) > self.max_episodes:
                 self.close(next(iter(self._episodes)))
         entry.last_active = now
@@ -229,9 +232,10 @@ class McpEndpoint:
         idle_timeout_s: float,
         clock: Callable[[], float] = time.monotonic,
         max_body_bytes: int = 1024 * 1024,
+        new_env: EnvFactory = ServiceIncidentEnvironment,
     ) -> None:
         self.openenv = openenv
-        self.mcp_episodes = SessionEpisodes(max_sessions, idle_timeout_s, clock)
+        self.mcp_episodes = SessionEpisodes(max_sessions, idle_timeout_s, clock, new_env)
         self.manager: StreamableHTTPSessionManager | None = None
         if sdk is None:
             return

@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 
 import anyio
 
 from service_incident.environment import ServiceIncidentEnvironment
 
 Clock = Callable[[], float]
+# How the server makes an environment: with its holdout key, if it has one.
+EnvFactory = Callable[[], ServiceIncidentEnvironment]
+
+
+def environments(holdout_key: str | None) -> EnvFactory:
+    return partial(ServiceIncidentEnvironment, holdout_key=holdout_key)
 
 
 class Session:
@@ -23,8 +30,8 @@ class Session:
 
     __slots__ = ("clock", "env", "idle", "last_active", "scope")
 
-    def __init__(self, clock: Clock) -> None:
-        self.env = ServiceIncidentEnvironment()
+    def __init__(self, clock: Clock, env: ServiceIncidentEnvironment) -> None:
+        self.env = env
         self.scope = anyio.CancelScope()
         self.clock = clock
         self.last_active = clock()
@@ -35,10 +42,12 @@ class Session:
 
 
 class SessionRegistry:
-    def __init__(self, capacity: int, idle_timeout_s: float, clock: Clock = time.monotonic) -> None:
+    def __init__(self, capacity: int, idle_timeout_s: float, clock: Clock = time.monotonic,
+                 new_env: EnvFactory = ServiceIncidentEnvironment) -> None:
         self.capacity = capacity
         self.idle_timeout_s = idle_timeout_s
         self.clock = clock
+        self.new_env = new_env
         self._sessions: set[Session] = set()
 
     @property
@@ -49,7 +58,7 @@ class SessionRegistry:
         """A new session, or None when the server is at capacity."""
         if len(self._sessions) >= self.capacity:
             return None
-        session = Session(self.clock)
+        session = Session(self.clock, self.new_env())
         self._sessions.add(session)
         return session
 

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct
 
+from service_incident.holdout import MIN_KEY_CHARS
+
 from .transport import HttpProtocol, WebSocketProtocol
 
 Positive = Annotated[float, Meta(gt=0)]
@@ -22,7 +24,7 @@ MAX_MESSAGE_BYTES = 1024 * 1024
 
 
 class Settings(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Transport settings; the environment itself has none."""
+    """Transport settings, and the one setting of the environment: the holdout key."""
 
     host: str = "127.0.0.1"
     port: Annotated[int, Meta(ge=0, le=65535)] = 8000
@@ -51,6 +53,9 @@ class Settings(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "info"
     # A folder of inference.py results to serve at /results/, so the page replays runs by URL.
     results_dir: str | None = None
+    # The secret the held-out tasks' incidents derive from (see service_incident.holdout); without
+    # it they are not offered. /health shows its fingerprint, nothing ever shows the key.
+    holdout_key: Annotated[str, Meta(min_length=MIN_KEY_CHARS)] | None = None
 
     @classmethod
     def load(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:

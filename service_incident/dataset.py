@@ -6,6 +6,7 @@ a change to the generator cannot silently change what a published score means.
 
 from __future__ import annotations
 
+import hashlib
 from functools import cache
 from importlib import resources
 
@@ -94,5 +95,11 @@ def eval_ids(difficulty: str) -> tuple[str, ...]:
     return tuple(eval_id(difficulty, index) for index in range(EVAL_INCIDENTS))
 
 
+def training_id(difficulty: str, seed: int) -> str:
+    """A training incident's id: stable for its seed, but not the seed itself, which with the public
+    generator is the incident's labels: the id travels in every observation and result file."""
+    return f"gen_{difficulty}-train-{hashlib.sha256(f'train:{difficulty}:{seed}'.encode()).hexdigest()[:16]}"
+
+
 def training_incident(difficulty: str, seed: int) -> Incident:
-    return generate(difficulty, TRAIN_SEED_BASE + seed, f"gen_{difficulty}-train-{seed}")
+    return generate(difficulty, TRAIN_SEED_BASE + seed, training_id(difficulty, seed))

@@ -10,10 +10,10 @@ import msgspec
 
 from . import scoring
 from .faults import FAULTS
+from .holdout import KEY_SETTING, HoldoutKey
 from .models import (
     Action,
     ActionRecord,
-    Alert,
     Declare,
     DeclareRootCauses,
     InvalidReset,
@@ -28,7 +28,7 @@ from .models import (
     State,
     action_name,
 )
-from .tasks import DEFAULT_TASK, TASKS, Task, find_task, resolve_incident, task_of
+from .tasks import DEFAULT_TASK, HELD_OUT, TASKS, Task, find_task, resolve_incident, task_of
 from .telemetry import STEP_MINUTES, TRACE_DEPTH, Look, Telemetry, clock, format_time, level
 from .world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS, World
 
@@ -66,7 +66,6 @@ class _Episode:
     views: dict[str, dict[str, str]] = field(default_factory=dict)
     metrics: dict[str, Metrics] = field(default_factory=dict)
     history: list[ActionRecord] = field(default_factory=list)
-    paged: list[Alert] = field(default_factory=list)
     diagnostic: str | None = None
     ledger: scoring.Ledger = field(default_factory=scoring.Ledger)
     paid: list[float] = field(default_factory=list)
@@ -81,13 +80,17 @@ class _Episode:
 
 
 class ServiceIncidentEnvironment:
-    """One agent's environment. Holds at most one episode; reset starts a new one."""
+    """One agent's environment. Holds at most one episode; reset starts a new one.
+
+    With a `holdout_key` (see holdout), the held-out tasks are offered too.
+    """
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
-    def __init__(self) -> None:
+    def __init__(self, holdout_key: str | None = None) -> None:
         self._episode: _Episode | None = None
         self._last: Observation | None = None
+        self._holdout = HoldoutKey(holdout_key) if holdout_key is not None else None
 
     def reset(
         self,
@@ -99,13 +102,13 @@ class ServiceIncidentEnvironment:
         reward_mode: RewardMode = "final",
     ) -> Observation:
         """Start an episode. Same task, seed and incident give a byte-identical episode."""
-        task = self._task(task_id, incident_id)
+        task = self._task(task_id, incident_id, self._holdout is not None)
         if seed is None:
             seed = random.SystemRandom().randrange(MAX_SEED)
         elif isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
             raise InvalidReset(f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}")
         try:
-            incident = resolve_incident(task, incident_id, seed)
+            incident = resolve_incident(task, incident_id, seed, self._holdout)
         except KeyError:
             raise InvalidReset(f"incident {incident_id!r} is not part of task {task.id!r}") from None
         if reward_mode not in ("final", "dense"):
@@ -191,7 +194,7 @@ class ServiceIncidentEnvironment:
             step_count=episode.step,
             task_id=episode.task.id,
             incident_id=episode.world.incident.id,
-            seed=episode.seed,
+            seed=None if episode.task.held_out else episode.seed,
             done=episode.done,
         )
 
@@ -205,15 +208,19 @@ class ServiceIncidentEnvironment:
         self._last = None
 
     @staticmethod
-    def _task(task_id: str | None, incident_id: str | None) -> Task:
+    def _task(task_id: str | None, incident_id: str | None, keyed: bool) -> Task:
         if task_id is None and incident_id is not None:
             found = task_of(incident_id)
             if found is None:
                 raise InvalidReset(f"unknown incident {incident_id!r}")
             return found
-        task = find_task(task_id or DEFAULT_TASK)
+        task = find_task(task_id or DEFAULT_TASK, held_out=keyed)
+        if task is None and task_id in HELD_OUT:
+            raise InvalidReset(f"task {task_id!r} is held out: it is offered only where a holdout key is set "
+                               f"(the {KEY_SETTING} setting)")
         if task is None:
-            raise InvalidReset(f"unknown task {task_id!r}; tasks are: {', '.join(TASKS)}")
+            offered = [*TASKS, *(HELD_OUT if keyed else ())]
+            raise InvalidReset(f"unknown task {task_id!r}; tasks are: {', '.join(offered)}")
         return task
 
     @staticmethod
@@ -270,13 +277,13 @@ class ServiceIncidentEnvironment:
         else:
             # Views are replaced, never mutated, when something new is seen: safe to share.
             episode.views[look.view] = {**episode.views.get(look.view, {}), look.service: look.text}
-        episode.ledger.observe(look.text)
         world = episode.world
         shown = {look.service}
         if look.view == "traces":
             shown |= _reachable(world, look.service, TRACE_DEPTH)
         if look.view == "logs" and world.incident.log_gaps.get(look.service) == "empty":
             shown = set()
+        episode.ledger.observe(look.text, frozenset(shown))
         revealing = {
             root for root in world.root_causes & shown if world.fault_runs(root, episode.step) or world.step == 0
         } - episode.ledger.evidence
@@ -312,6 +319,8 @@ class ServiceIncidentEnvironment:
             ledger=episode.ledger,
             restored=restored,
         )
+        if task.held_out:
+            return  # the postmortem tells the incident's answers, which must stay with the host
         graded = episode.telemetry.lagged(episode.step)
         impacts = [world.graded_impact(step) for step in range(graded + 1)]
         error_rate = max(impact[0] for impact in impacts)
@@ -352,10 +361,6 @@ class ServiceIncidentEnvironment:
         episode.paid.append(paid)
         incident, task = episode.world.incident, episode.task
         alerts = episode.telemetry.alerts(episode.step)
-        if alerts is not episode.paged:
-            # The pages are evidence the agent has seen too.
-            episode.paged = alerts
-            episode.ledger.observe(" ".join(f"{a.service} {a.summary}" for a in alerts))
         views = episode.views
         observation = Observation(
             task_id=task.id,
@@ -388,7 +393,8 @@ class ServiceIncidentEnvironment:
             postmortem=episode.postmortem,
             metadata={
                 "episode_id": episode.episode_id,
-                "seed": episode.seed,
+                # A held-out episode's seed is its incident's index: the id names the incident instead.
+                **({} if task.held_out else {"seed": episode.seed}),
                 "reward_mode": episode.reward_mode,
                 "cumulative_reward": round(sum(episode.paid), 6),
             },

@@ -82,8 +82,11 @@ class FaultType:
     caller_failure: float = 0.0
     # Kinds on which the fault refuses or loses writes of record (see RECORD_KINDS).
     loses_writes: bool = False
-    # The change that shipped the fault, as the deploy history lists it.
+    # The change that shipped the fault, as the deploy history lists it, and the files it touched:
+    # alternatives per runtime ("app" for any application runtime, "*" otherwise). Any release, a red
+    # herring's or a routine one, lists files from the same vocabulary (see `CHANGED_FILES`).
     change: str | None = None
+    touches: Mapping[str, tuple[str, ...]] | None = None
     # What the database's own diagnostics show, per technology ("*" for any).
     db_report: Mapping[str, str] | None = None
     # Orchestrator events: (reason, message); and the container's last termination, if it crashes.
@@ -100,7 +103,33 @@ class FaultType:
         return logs.get(tech) or (logs.get("app") if tech in APP_TECHS else None) or logs["*"]
 
 
-_OOM = ("OOMKilled", "Container {container} exceeded its memory limit ({int:480:512}Mi) and was killed")
+# The files a release touched, by runtime, with the runtime's extension: what a release ships.
+SOURCE_EXTENSIONS: Mapping[str, str] = {"jvm": "java", "go": "go", "python": "py", "node": "ts"}
+_PAYLOAD_FILES = {
+    "app": ("api/serializers/order_payload.{ext}, schema/order.json",
+            "models/amount.{ext}, schema/payment_request.json",
+            "handlers/checkout_request.{ext}, api/v2/payload.{ext}"),
+    "*": ("conf.d/upstream_buffers.conf, conf.d/proxy_headers.conf", "routes/body_rewrite.yaml"),
+}
+_TOKEN_FILES = {
+    "app": ("auth/token_validator.{ext}, auth/claims.{ext}", "middleware/jwt_claims.{ext}",
+            "security/session_token.{ext}, auth/audience.{ext}"),
+}
+_CACHE_FILES = {
+    "app": ("cache/session_cache.{ext}, config/cache.yaml", "middleware/response_cache.{ext}",
+            "sessions/store.{ext}, config/sessions.yaml"),
+    "*": ("conf.d/proxy_cache.conf", "filters/response_cache.yaml"),
+}
+_ROUTINE_FILES = {
+    "app": ("build/dependencies.lock", "config/logging.yaml, docs/CHANGELOG.md", "flags/cleanup.{ext}",
+            "retry/policy.{ext}, config/retry.yaml", "db/pool.{ext}, config/datasource.yaml",
+            "metrics/exporter.{ext}"),
+    "*": ("conf.d/logging.conf", "conf.d/timeouts.conf, conf.d/tls.conf", "config/retry.yaml"),
+}
+
+
+# The memory limit is the one the runtimes' own lines name (512Mi).
+_OOM = ("OOMKilled", "Container {container} exceeded its memory limit (512Mi) and was killed")
 _BACKOFF = ("BackOff", "Back-off restarting failed container {container}")
 _UNHEALTHY = ("Unhealthy", "Readiness probe failed: HTTP probe failed with statuscode: 503")
 _PROBE_TIMEOUT = ("Unhealthy", "Liveness probe failed: Get \"http://{ip}:8080/healthz\": context deadline exceeded")
@@ -121,7 +150,7 @@ FAULTS: Mapping[str, FaultType] = {
                        "WARN error budget burn rate {int:6:40}x over 5m window"),),
             },
             fix="rollback", error_rate=0.55, latency_ms=90, change="deploy {version}: payload schema update",
-            lead=(1, 6),
+            touches=_PAYLOAD_FILES, lead=(1, 6),
         ),
         FaultType(
             "canary_misconfiguration", (*APP_KINDS, "gateway"),
@@ -171,7 +200,7 @@ FAULTS: Mapping[str, FaultType] = {
                 "*": (("WARN worker rss {int:480:510}MB, recycling", "ERROR upstream timed out while reading"),),
             },
             fix="rollback", relief=("restart", "scale_up"), error_rate=0.3, latency_ms=700, cpu_pct=72,
-            memory_pct=98, change="deploy {version}: response cache for sessions", events=(_OOM,),
+            memory_pct=98, change="deploy {version}: response cache for sessions", touches=_CACHE_FILES, events=(_OOM,),
             termination="OOMKilled (exit code 137)", lead=(12, 15),
         ),
         FaultType(
@@ -253,19 +282,29 @@ FAULTS: Mapping[str, FaultType] = {
                 ("WARN rate limited by partner API (quota {int:100:600}/min), backing off",
                  "ERROR req={hex:8} \"{endpoint}\" status=503 err=\"provider quota exceeded\""),
             )},
-            fix="escalate", acceptable=("shed_load",), error_rate=0.3, latency_ms=500, lead=(2, 8),
+            # Shedding load is for overload: the partner's quota is not raised by sending it less at normal traffic.
+            fix="escalate", error_rate=0.3, latency_ms=500, lead=(2, 8),
         ),
         FaultType(
             "db_deadlock", ("database",),
             {
                 "postgres": (("ERROR deadlock detected: process {int:1000:9999} waits for ShareLock on transaction {int:800000:900000}",
-                              "LOG process {int:1000:9999} still waiting for AccessExclusiveLock after {int:1000:9000} ms"),),
+                              "LOG process {int:1000:9999} still waiting for ShareLock on transaction {int:800000:900000} "
+                              "after {int:1000:9000}.{int:100:999} ms"),
+                             ("ERROR deadlock detected",
+                              "LOG CONTEXT: while updating tuple ({int:0:9999},{int:1:60}) "
+                              "in relation \"{pick:orders|inventory|payments}\"")),
                 "mysql": (("ERROR 1213 (40001): Deadlock found when trying to get lock; try restarting transaction",
-                           "WARN Lock wait timeout exceeded; try restarting transaction"),),
+                           "WARN Lock wait timeout exceeded; try restarting transaction"),
+                          ("WARN InnoDB: Transactions deadlock detected, dumping detailed information.",
+                           "ERROR 1213 (40001): Deadlock found when trying to get lock; try restarting transaction")),
             },
             fix="restart", error_rate=0.45, latency_ms=4000, cpu_pct=70, lead=(2, 6),
-            db_report={"*": "locks: {int:30:120} sessions waiting; blocker pid {int:1000:9999} holds an exclusive lock "
-                            "for {int:60:600}s running ALTER TABLE; connections active={int:60:95} max={max_conn}"},
+            # {held}: how long the oldest waiting transaction has been open, never longer than the fault or the
+            # pods that hold it; {waiting} scales with how strongly the fault shows.
+            db_report={"*": "locks: {waiting} sessions waiting on row locks; {int:3:40} deadlocks in the last minute "
+                            "(UPDATE orders / UPDATE inventory, victims rolled back); oldest transaction open {held}s; "
+                            "connections active={int:60:95} max={max_conn}"},
         ),
         FaultType(
             "slow_query", ("database",),
@@ -305,7 +344,8 @@ FAULTS: Mapping[str, FaultType] = {
                     "node": "TypeError: Cannot read properties of null (reading 'claims')",
                 }, ("ERROR unhandled exception in request handler build={version} trace_id={hex:16}",)),
             },
-            fix="rollback", error_rate=0.42, latency_ms=15, change="deploy {version}: token validation refactor", lead=(1, 6),
+            fix="rollback", error_rate=0.42, latency_ms=15, change="deploy {version}: token validation refactor",
+            touches=_TOKEN_FILES, lead=(1, 6),
         ),
         FaultType(
             "clock_skew", APP_KINDS,
@@ -346,3 +386,20 @@ FAULTS: Mapping[str, FaultType] = {
         ),
     )
 }
+
+# Every release lists the files it touched from one vocabulary: what shipped faults touch and what
+# routine releases touch, so a file list says what a change was about, not whether it broke anything.
+# Each with the note its change carries when the note names it (None: a routine change).
+CHANGED_FILES: tuple[tuple[str | None, Mapping[str, tuple[str, ...]]], ...] = (
+    *((fault.change.partition(": ")[2], fault.touches) for fault in FAULTS.values() if fault.change and fault.touches),
+    (None, _ROUTINE_FILES), (None, _ROUTINE_FILES),
+)
+
+
+def changed_files(table: Mapping[str, tuple[str, ...]], tech: str, draw: float) -> str:
+    """One of a table's file lists for a technology, with its source extension."""
+    def among(files: Mapping[str, tuple[str, ...]]) -> tuple[str, ...] | None:
+        return files.get(tech) or (files.get("app") if tech in APP_TECHS else None) or files.get("*")
+
+    options = among(table) or among(_ROUTINE_FILES) or ()
+    return options[int(draw * len(options))].replace("{ext}", SOURCE_EXTENSIONS.get(tech, "conf"))

@@ -54,7 +54,9 @@ WEIGHTS: Mapping[str, Mapping[str, float]] = {
 SCORE_WASTE = 0.05  # taken off per wasted action (redundant, invalid, disallowed, or a wrong remedy)
 SCORE_FLOOR = 0.01
 SCORE_CEIL = 0.99
-# A rationale earns full credit by citing this many distinct facts the agent actually saw.
+# A rationale earns full credit by citing this many distinct facts the agent saw in the telemetry of
+# a root cause it named right: facts from the page or from bystanders, which anyone can quote, do not
+# count.
 RATIONALE_CITES = 3
 
 _EVIDENCE_TOKEN = re.compile(r"\b(?:\w+=[\w.%/:-]+|\d+(?:\.\d+)?%?|[A-Z][A-Z_]{3,}\w*)")
@@ -67,7 +69,7 @@ class Ledger:
     info_paid: float = 0.0
     waste: int = 0
     evidence: set[str] = field(default_factory=set)
-    observed: list[str] = field(default_factory=list)
+    observed: list[tuple[frozenset[str], str]] = field(default_factory=list)
     rationales: list[str] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
     declared: frozenset[str] | None = None
@@ -84,9 +86,9 @@ class Ledger:
         self.waste += 1
         return WASTE_PENALTY
 
-    def observe(self, text: str) -> None:
-        # Tokenized only if a rationale is ever graded, at the end.
-        self.observed.append(text)
+    def observe(self, text: str, services: frozenset[str]) -> None:
+        """A view's text and the services it showed. Tokenized only if a rationale is ever graded."""
+        self.observed.append((services, text))
 
 
 def declare_reward(declared: frozenset[str], roots: frozenset[str], severity_right: bool | None) -> float:
@@ -147,7 +149,8 @@ def final_score(
         "evidence": root_share * len(ledger.evidence & found) / len(found) if found else 0.0,
         "efficiency": (1.0 if restored else root_share) * (1.0 - (steps - 1) / max_steps),
         "rationale": (
-            root_share * rationale_credit(ledger.rationales, ledger.observed) if "rationale" in weights else 0.0
+            root_share * rationale_credit(ledger.rationales, (text for shown, text in ledger.observed if shown & found))
+            if "rationale" in weights else 0.0
         ),
     }
     parts = {name: weight * earned[name] for name, weight in weights.items()}
@@ -205,7 +208,10 @@ def postmortem(
                 "" if set(declared) == roots or restored else "; counts in proportion to the root causes named right"
             )
         elif part == "rationale":
-            missed[part] = f"rationales cite fewer than {RATIONALE_CITES} distinct facts that were observed"
+            missed[part] = (
+                f"rationales cite fewer than {RATIONALE_CITES} distinct facts seen in the telemetry of the root "
+                "causes named right"
+            )
     if ledger.waste:
         missed["waste"] = (
             f"{ledger.waste} wasted action(s): repeated looks, refused actions, remedies that healed nothing"

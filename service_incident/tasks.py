@@ -5,10 +5,11 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 
-from msgspec import Struct
+from msgspec import Struct, structs
 
-from . import dataset
+from . import dataset, holdout
 from .generator import PRESETS
+from .holdout import HoldoutKey
 from .incidents import Incident, load_suite
 from .models import INSPECTIONS, REMEDIATIONS, action_name
 
@@ -34,6 +35,9 @@ class Task(Struct, frozen=True, kw_only=True):
     generated: bool = False
     # Show every service's health at a glance (the response system's service dashboard).
     dashboard: bool = False
+    # Incidents derived from a host's key (see holdout): offered only where one is set, and an
+    # episode of one shows neither its seed nor, at the end, its postmortem.
+    held_out: bool = False
 
 
 TRIAGE_ACTIONS = ("inspect_logs", "inspect_metrics", "declare")
@@ -74,6 +78,13 @@ def generated_budget(difficulty: str) -> int:
 GENERATED_BUDGETS: Mapping[str, int] = {difficulty: generated_budget(difficulty) for difficulty in PRESETS}
 
 
+def _investigate(max_steps: int) -> str:
+    return (
+        "investigate a system of services, remediate if you can, and declare the root-cause service(s) (there "
+        f"may be more than one) and the severity within {max_steps} steps."
+    )
+
+
 def _generated(difficulty: str, max_steps: int) -> Task:
     return Task(
         id=f"gen_{difficulty}",
@@ -81,9 +92,8 @@ def _generated(difficulty: str, max_steps: int) -> Task:
         difficulty=difficulty,
         max_steps=max_steps,
         description=(
-            f"Generated {difficulty} incident: investigate a system of services, remediate if you can, and "
-            f"declare the root-cause service(s) (there may be more than one) and the severity within {max_steps} "
-            "steps. Any seed draws a training incident; the listed incidents are the frozen evaluation set."
+            f"Generated {difficulty} incident: {_investigate(max_steps)} Any seed draws a training incident; the "
+            "listed incidents are the frozen evaluation set."
         ),
         actions=(*INVESTIGATION, *REMEDIATION, "declare"),
         ends_on=("declare",),
@@ -171,6 +181,25 @@ TASKS: Mapping[str, Task] = {
         *(_rca(RCA_IDS[legacy_id], difficulty) for legacy_id, difficulty in RCA_DIFFICULTY.items()),
     )
 }
+
+
+def _held_out(difficulty: str) -> Task:
+    """The open tier's task (budget, actions, grading) on incidents the host's key derives."""
+    open_tier = TASKS[f"gen_{difficulty}"]
+    return structs.replace(
+        open_tier,
+        id=holdout.task_id(difficulty),
+        suite="holdout",
+        description=(
+            f"Held-out {difficulty} incident, generated like {open_tier.id}'s from a key only the host holds: "
+            f"{_investigate(open_tier.max_steps)} The seed picks the incident."
+        ),
+        incidents=(),
+        held_out=True,
+    )
+
+
+HELD_OUT: Mapping[str, Task] = {task.id: task for task in map(_held_out, holdout.TIERS)}
 DEFAULT_TASK = "easy"
 # The root-cause system's walkthrough also names tasks by difficulty alone: the first scenario of each.
 _BY_DIFFICULTY: Mapping[str, str] = {
@@ -180,18 +209,24 @@ _BY_DIFFICULTY: Mapping[str, str] = {
 TASK_ALIASES: Mapping[str, str] = {**RCA_IDS, **_BY_DIFFICULTY}
 
 
-def find_task(task_id: str) -> Task | None:
-    """A task by its id or by an alias it is also known by."""
-    return TASKS.get(TASK_ALIASES.get(task_id, task_id))
+def find_task(task_id: str, held_out: bool = False) -> Task | None:
+    """A task by its id or by an alias it is also known by; the held-out tasks too if `held_out`."""
+    found = TASKS.get(TASK_ALIASES.get(task_id, task_id))
+    return found or (HELD_OUT.get(task_id) if held_out else None)
 
 
-def catalogue() -> list[Task]:
-    """Every task, as published on GET /tasks."""
-    return list(TASKS.values())
+def catalogue(held_out: bool = False) -> list[Task]:
+    """Every task, as published on GET /tasks; the held-out ones where a key is set."""
+    return [*TASKS.values(), *(HELD_OUT.values() if held_out else ())]
 
 
-def resolve_incident(task: Task, incident_id: str | None, seed: int) -> Incident:
-    """The incident an episode plays: named, or drawn from the task by the episode's seed."""
+def resolve_incident(task: Task, incident_id: str | None, seed: int, key: HoldoutKey | None = None) -> Incident:
+    """The incident an episode plays: named, or drawn from the task by the episode's seed (for a
+    held-out task, the seed is the index of the incident `key` derives)."""
+    if task.held_out:
+        if incident_id is not None or key is None:
+            raise KeyError(incident_id)
+        return key.incident(task.difficulty, seed)
     if task.generated:
         if incident_id is None:
             return dataset.training_incident(task.difficulty, seed)

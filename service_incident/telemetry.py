@@ -18,13 +18,13 @@ import math
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache, cached_property, lru_cache
 from typing import Literal
 
-from .faults import FAULTS, FailureMode, FaultType
+from .faults import CHANGED_FILES, FAULTS, FailureMode, FaultType, changed_files
 from .incidents import Distraction
 from .models import Alert, MetricPoint, Metrics
 from .topology import KINDS, OPERATIONS, PORTS, ROUTINE_BY_TECH
@@ -73,13 +73,14 @@ class AlertRule:
 
 
 ALERT_RULES: tuple[AlertRule, ...] = (
+    # Every failed request counts, rejected credentials (401) as well as server errors: the summary says so.
     AlertRule("http_5xx_ratio", "user_facing", 0.02, lambda s: s.error_rate,
-              "HTTP 5xx ratio {value:.1%} over 5m, peak {peak:.1%} (SLO 99.5%)", critical_at=0.05),
+              "HTTP error ratio (5xx and 401) {value:.1%} over 1m, peak {peak:.1%} (SLO 99.5%)", critical_at=0.05),
     AlertRule("error_ratio", "internal", 0.10, lambda s: s.error_rate,
-              "error ratio {value:.1%} over 5m, peak {peak:.1%}"),
+              "error ratio {value:.1%} over 1m, peak {peak:.1%}"),
     AlertRule("p99_latency_ms", "user_facing", P1_LATENCY_MS, lambda s: s.p99_ms,
-              "p99 latency {value:.0f} ms over 5m, peak {peak:.0f} ms (objective 800 ms)"),
-    AlertRule("cpu_pct", "any", 90.0, lambda s: s.cpu_pct, "CPU {value:.0f}% over 5m, peak {peak:.0f}%"),
+              "p99 latency {value:.0f} ms over 1m, peak {peak:.0f} ms (objective 800 ms)"),
+    AlertRule("cpu_pct", "any", 90.0, lambda s: s.cpu_pct, "CPU {value:.0f}% over 1m, peak {peak:.0f}%"),
     AlertRule("memory_pct", "any", 92.0, lambda s: s.memory_pct, "memory {value:.0f}% of limit, peak {peak:.0f}%"),
 )
 
@@ -163,6 +164,16 @@ def pick(rng: random.Random, options: tuple[str, ...] | list[str]) -> str:
     return options[int(rng.random() * len(options))]
 
 
+# How strongly a red herring's minor fault shows in its service's own views.
+_MINOR_STRENGTH = 0.4
+# Lines only the pods whose containers crash write.
+_CRASHING = "*crashing"
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
 def stamp_ms(epoch_ms: int) -> str:
     seconds, millis = divmod(epoch_ms, 1000)
     t = time.gmtime(seconds)
@@ -192,7 +203,8 @@ class Pod:
     name: str
     pid: int
     ip: str
-    started: datetime  # when its current container started
+    created: datetime  # when the pod was created: its age
+    started: datetime  # when its current container started: its uptime
     restarts: int
     status: str
     last_termination: str | None
@@ -235,6 +247,8 @@ class Telemetry:
         self._trace_step = 0
         self._points: dict[tuple[str, int], tuple[dict[str, ServiceState], MetricPoint]] = {}
         self._seen: dict[tuple[View, str], tuple[object, Look]] = {}
+        # Pods by (service, step, remedies applied so far): a step's pods change only with a remedy.
+        self._pods: dict[tuple[str, int, int], list[Pod]] = {}
         self._releases: dict[str, datetime] = {}
         self._minutes: dict[int, str] = {}  # "HH:MM" of each minute a metric point is stamped with
         self._began: dict[tuple[str, str, int], str] = {}
@@ -263,10 +277,19 @@ class Telemetry:
 
     # -- views ---------------------------------------------------------------------------------------
 
-    @cached_property
-    def _expired(self) -> str:
-        started = parse_time(self.world.incident.started_at)
-        return format_time(started - timedelta(hours=spread(2, 90, self.world.incident.id, "cert")))
+    def _expired(self, service: str) -> str:
+        """When a service's certificate expired: just before its handshakes began to fail."""
+        world, incident = self.world, self.world.incident
+        began = None
+        for index, fault in enumerate(incident.faults):
+            if fault.service == service and fault.type == "tls_cert_expired":
+                began = -fault_lead(incident, fault, index)
+        for index, distraction in enumerate(incident.distractions):
+            if began is None and distraction.service == service and distraction.fault == "tls_cert_expired":
+                began = -distraction_onset(incident.id, index)
+        if began is None:
+            return format_time(parse_time(incident.started_at) - timedelta(hours=spread(2, 90, incident.id, "cert")))
+        return format_time(clock(world, began) - timedelta(seconds=spread(5, 55, incident.id, service, "cert")))
 
     def version(self, service: str, step: int) -> str:
         current, previous = version_of(self.world.incident.id, service)
@@ -275,6 +298,12 @@ class Telemetry:
     def pods(self, service: str, step: int) -> list[Pod]:
         """The pods running a service at a step: a rollout (restart, rollback) replaces them all, a
         scale-up adds new ones, and a crashing container restarts inside its pod with a new PID."""
+        key = (service, step, len(self.world.history))
+        if key not in self._pods:
+            self._pods[key] = self._new_pods(service, step)
+        return self._pods[key]
+
+    def _new_pods(self, service: str, step: int) -> list[Pod]:
         world, iid = self.world, self.world.incident.id
         node = world.plan.by_name[service]
         now = clock(world, step)
@@ -284,21 +313,21 @@ class Telemetry:
         )
         generation = len(rollouts)
         born = clock(world, rollouts[-1]) if rollouts else None
-        replicas = round(node.replicas * world.capacity(service, step))
+        scale_ups = sum(1 for e in world.history if e.service == service and e.remedy == "scale_up" and e.step <= step)
+        replicas = node.replicas * 2**scale_ups
         template = _hexkey(iid, service, "rs", self.version(service, step))[:5] + "9"
-        crashing: FaultType | None = None
-        strength = 0.0
-        for kind, s in world.fault_runs(service, step):
-            if kind.termination and s > strength:
-                crashing, strength = kind, s
-        sick = math.ceil(strength * replicas) if crashing else 0
+        crash = self._crash(service)
+        sick: dict[int, int] = {}  # how many pods' containers crash, by step
+        if crash is not None:
+            sick = {s: math.ceil(crash[2](s) * replicas) for s in range(max(crash[1], step - 30), step + 1)}
         pods = []
         for index in range(replicas):
             scaled = index >= node.replicas
             suffix = _hexkey(iid, service, generation, index)[:5]
             name = f"{service}-{template}-{suffix}"
             if born is not None:
-                started = born
+                # A rollout replaces the pods one at a time in the seconds before it completes.
+                started = born - timedelta(milliseconds=spread(500, 20_000, iid, service, rollouts[-1], index))
             elif scaled:
                 since = min(e.step for e in world.history if e.service == service and e.remedy == "scale_up")
                 started = clock(world, since)
@@ -307,18 +336,51 @@ class Telemetry:
                 # A pod is never older than the release it runs: the last rollout replaced every pod.
                 shipped = self._released(service)
                 started = max(started, shipped + timedelta(seconds=spread(20, 240, iid, service, index, "roll")))
-            restarts, status, termination = 0, "Running", None
-            if index < sick and crashing is not None:
-                minutes = (now - started).total_seconds() / 60 if born is not None else fault_lead(
-                    world.incident, world.incident.faults[0], 0) + step + 5
-                restarts = 1 + int(min(minutes, 40) * spread(0.3, 0.7, iid, service, index, "crash"))
-                status = "CrashLoopBackOff" if crashing.health == "down" else "Running"
-                termination = crashing.termination
-                started = now - timedelta(seconds=spread(5, 90, iid, service, index, restarts))
+            created = started
+            # Replicas added this minute are still starting (see SCALE_JOINING).
+            restarts, status, termination = 0, "ContainerCreating" if scaled and started == now else "Running", None
+            if crash is not None:
+                # The container has crashed since the fault began or the pod was created, whichever is later,
+                # restarting inside the pod on the orchestrator's back-off (10 s doubling up to 5 min), until
+                # the last minute it crashed in; its restarts stay counted after that.
+                kind, began, _ = crash
+                first = max(began, (_ms(created) - _ms(clock(world, 0))) // 60_000)
+                last = next((s for s in range(step, first - 1, -1) if index < sick.get(s, 0)), None)
+                if last is not None:
+                    since = max(clock(world, began), created)
+                    until = now if last == step else clock(world, last)
+                    restarts = _backoff_restarts(
+                        (until - since).total_seconds() * spread(0.8, 1.0, iid, service, index, "crash"))
+                if last is not None and restarts:
+                    termination = kind.termination
+                    if last == step:
+                        status = "CrashLoopBackOff" if kind.health == "down" else "Running"
+                        started = max(created, now - timedelta(seconds=spread(5, 90, iid, service, index, restarts)))
+                    else:
+                        started = until
             pid = 100 + int(unit(iid, service, generation, index, restarts, "pid") * 9800)
             ip = f"10.{int(unit(iid, service, 'net') * 250)}.{index}.{10 + int(unit(iid, name) * 200)}"
-            pods.append(Pod(name, pid, ip, started, restarts, status, termination))
+            pods.append(Pod(name, pid, ip, created, started, restarts, status, termination))
         return pods
+
+    def _crash(self, service: str) -> tuple[FaultType, int, Callable[[int], float]] | None:
+        """The fault that crashes a service's containers, the step it began, and its strength by step: a
+        fault of the incident, or a red herring's minor fault, which crashes a container now and then."""
+        world, incident = self.world, self.world.incident
+        for index, fault in enumerate(incident.faults):
+            kind = FAULTS[fault.type]
+            if fault.service == service and kind.termination:
+                return kind, -fault_lead(incident, fault, index), lambda s, i=index: world.strengths(s)[i]
+        for index, distraction in enumerate(incident.distractions):
+            kind = FAULTS[distraction.fault] if distraction.kind == "minor_fault" and distraction.fault else None
+            if distraction.service == service and kind and kind.termination:
+                onset = -distraction_onset(incident.id, index)
+                return kind, onset, lambda s, o=onset: _MINOR_STRENGTH if s >= o else 0.0
+        return None
+
+    def _pods_at(self, service: str, moment: datetime) -> list[Pod]:
+        """The pods that were running at a moment: those of the step it falls in."""
+        return self.pods(service, (_ms(moment) - _ms(clock(self.world, 0))) // 60_000)
 
     def logs(self, service: str, step: int) -> str:
         world, incident = self.world, self.world.incident
@@ -331,44 +393,88 @@ class Telemetry:
         state = world.states_at(step)[service]
         pods = self.pods(service, step)
         context = self._context(service, step, pods)
+        window_ms = LOG_WINDOW_S * 1000
+        end_ms = int(clock(world, step).timestamp() * 1000)
+        begin_ms = end_ms - window_ms
         # Evidence comes in groups: a partial shipper drops lines at random but keeps one of each group.
-        groups: list[list[str]] = []
+        # Each group is written within a span of the window (a healed fault's lines stop at its fix, a
+        # stopping pod's before it stopped), some only by the pods whose containers crash.
+        groups: list[tuple[list[str], int, int, str]] = []  # lines, span, who writes them
         for index, fault in enumerate(incident.faults):
             if fault.service != service:
                 continue
             strength = next((s for k, s in world.fault_runs(service, step) if k.name == fault.type), 0.0)
             if strength <= 0.0:
                 continue
-            groups.append(self._fault_lines(FAULTS[fault.type], service, index, strength))
+            healed = world.healed_at(index)
+            until = end_ms if healed is None or healed > step else _ms(clock(world, healed)) - 1
+            kind = FAULTS[fault.type]
+            who = _CRASHING if kind.termination else ""
+            groups.append((self._fault_lines(kind, service, index, strength), begin_ms, until, who))
         edges = {edge.dep: edge for edge in node.edges}
         for upstream, share, cause in state.failing_upstreams:
             count = min(4, math.ceil(share * 8))
-            groups.append([self._caller_line(edges[upstream], cause, share) for _ in range(count)])
+            calls = [self._caller_line(edges[upstream], cause, share) for _ in range(count)]
+            groups.append((calls, begin_ms, end_ms, ""))
         for index, distraction in enumerate(incident.distractions):
             if distraction.service == service and step >= -distraction_onset(incident.id, index):
-                groups.append(self._distraction_lines(distraction.kind, distraction, index))
+                minor = FAULTS[distraction.fault] if distraction.kind == "minor_fault" and distraction.fault else None
+                who = _CRASHING if minor and minor.termination else ""
+                groups.append((self._distraction_lines(distraction.kind, distraction, index), begin_ms, end_ms, who))
+        stops: dict[str, tuple[int, Pod]] = {}  # pods told to stop: when, and the pod that replaced them
         for event in world.history:
-            if event.service == service and step - 1 <= event.step <= step:
-                groups.append([_REMEDY_LOGS[event.remedy]])
-        evidence = sum(len(group) for group in groups)
+            if event.service != service or not step - 1 <= event.step <= step:
+                continue
+            done = _ms(clock(world, event.step))
+            if event.remedy == "restart":
+                # A rolling restart: each pod says so as it goes and its replacement takes over from then.
+                replacements = self.pods(service, event.step)
+                for old, new in zip(self.pods(service, event.step - 1), replacements, strict=False):
+                    stops[old.name] = (_ms(new.created), new)
+                    groups.append(([_REMEDY_LOGS["restart"]], _ms(new.created) - 1, _ms(new.created), old.name))
+            else:
+                # The change's own line comes from the pods after it.
+                groups.append(([_REMEDY_LOGS[event.remedy]], done, min(end_ms, done + 30_000), ""))
+        evidence = sum(len(group[0]) for group in groups)
         routine = ROUTINE_BY_TECH.get(node.tech, profile.routine_logs)
-        groups.append([pick(rng, routine) for _ in range(max(2, LOG_LINES - evidence))])
+        groups.append(([pick(rng, routine) for _ in range(max(2, LOG_LINES - evidence))], begin_ms, end_ms, ""))
         if gap == "partial":
-            groups = [[line for line in group if rng.random() < 0.5] or group[:1] for group in groups]
-        lines = [line for group in groups for line in group]
-        rng.shuffle(lines)
-        window_ms = LOG_WINDOW_S * 1000
-        end_ms = int(clock(world, step).timestamp() * 1000)
-        offsets = sorted(int(rng.random() * window_ms) for _ in lines)
+            groups = [([line for line in g[0] if rng.random() < 0.5] or g[0][:1], *g[1:]) for g in groups]
+        placed = sorted(
+            (lo + int(rng.random() * (hi - lo)), n, template, who)
+            for n, (lines, lo, hi, who) in enumerate(groups) for template in lines
+        )
+        page_ms = _ms(clock(world, 0))
+        by_step: dict[int, tuple[list[Pod], list[Pod], str]] = {step: (pods, [], context["version"])}
         rendered = []
         process = _process(node.tech, profile.process)
-        born = [int(pod.started.timestamp()) for pod in pods]
-        for offset, template in zip(offsets, lines, strict=True):
-            which = int(rng.random() * len(pods))
-            pod = pods[which]
-            moment_ms = end_ms - window_ms + offset
+        for moment_ms, _, template, who in placed:
+            # The pods and the release running when the line was written.
+            at = (moment_ms - page_ms) // 60_000
+            if at not in by_step:
+                by_step[at] = (self.pods(service, at), [], self.version(service, at))
+            running, crashing, version = by_step[at]
+            if who == _CRASHING and not crashing:
+                crashing.extend(p for p in running if p.restarts)
+                if not crashing:
+                    continue  # no container had crashed yet then
+            pool = crashing if who == _CRASHING else running
+            if who in ("", _CRASHING):
+                # A pod writes only while it exists: after it was created and before it was told to stop.
+                choices = [p for p in pool if stops.get(p.name, (moment_ms + 1,))[0] > moment_ms
+                           and _ms(p.created) <= moment_ms]
+                if who == "":
+                    # A rolling restart's replacements serve from the moment each took over.
+                    choices += [new for when, new in stops.values() if when <= moment_ms and new not in choices]
+                elif not choices:
+                    continue  # every crashing container had been replaced by then
+            else:
+                choices = [p for p in running if p.name == who]
+            choices = choices or pool
+            pod = choices[int(rng.random() * len(choices))]
+            context["version"] = version
             context["endpoint"] = _endpoint(template, profile.endpoints, rng)
-            context["uptime"] = f"{max(0, moment_ms // 1000 - born[which]) // 3600}h"
+            context["uptime"] = f"{max(0, moment_ms // 1000 - int(pod.started.timestamp())) // 3600}h"
             level_, _, message = fill(template, rng, context).partition(" ")
             rendered.append(f"{stamp_ms(moment_ms)} {pod.name} {process}[{pod.pid}]: {level_:<5} {message}")
         return "\n".join(rendered)
@@ -379,7 +485,7 @@ class Telemetry:
         return {
             "svc": service,
             "version": self.version(service, step),
-            "expired": self._expired,
+            "expired": self._expired(service),
             "host": f"{service}.internal",
             "canary": f"{service}-canary-{_hexkey(incident.id, service, 'canary')[:5]}",
             "container": service,
@@ -448,7 +554,7 @@ class Telemetry:
             return [line.format(level=level_, blamed=blamed, deadline=deadline, status=status, failure=failure)] * count
         if kind == "minor_fault":
             fault = FAULTS[distraction.fault or "slow_query"]
-            return self._fault_lines(fault, distraction.service, 100 + index, 0.4)
+            return self._fault_lines(fault, distraction.service, 100 + index, _MINOR_STRENGTH)
         if kind == "flaky_errors" and self.world.plan.by_name[distraction.service].kind in OPERATIONS:
             options = _DATASTORE_SIDE_WORK
         if not options:
@@ -511,14 +617,14 @@ class Telemetry:
         pods = self.pods(service, step)
         now = clock(world, step)
         rng = rng_for(self.seed, world.incident.id, service, "health", step)
-        ready = sum(1 for p in pods if p.status == "Running")
-        if state.health == "down":
-            ready = 0
+        # A service that is down fails its readiness probe on every running pod.
+        down = state.health == "down"
+        ready = 0 if down else sum(1 for p in pods if p.status == "Running")
         image = f"{service}:{self.version(service, step)}"
         lines = [f"deployment {service} image {image} replicas={len(pods)} ready={ready}"]
-        for index, pod in enumerate(pods):
-            age = _age(now - pod.started)
-            status = pod.status if index < ready or pod.status != "Running" else "Running (not ready)"
+        for pod in pods:
+            age = _age(now - pod.created)
+            status = "Running (not ready)" if down and pod.status == "Running" else pod.status
             last = f" last_termination={pod.last_termination}" if pod.last_termination else ""
             lines.append(f"  pod {pod.name} pid={pod.pid} status={status} restarts={pod.restarts} age={age}{last}")
         events = self._events(service, step, pods, state)
@@ -532,19 +638,37 @@ class Telemetry:
     def _events(self, service: str, step: int, pods: list[Pod], state: ServiceState) -> list[tuple[datetime, str]]:
         world = self.world
         now = clock(world, step)
+        incident = world.incident
         found: list[tuple[datetime, str]] = []
-        for kind, _ in world.fault_runs(service, step):
+        strengths = world.strengths(step)
+        for index, fault in enumerate(incident.faults):
+            kind = FAULTS[fault.type]
+            if fault.service != service or strengths[index] <= 0:
+                continue
+            # Events fall between the fault's start and its fix, on pods that were running then.
+            began = clock(world, -fault_lead(incident, fault, index))
+            healed = world.healed_at(index)
+            until = now if healed is None or healed > step else clock(world, healed) - timedelta(seconds=1)
             for n, (reason, message) in enumerate(kind.events):
-                pod = pods[n % len(pods)]
-                at = now - timedelta(seconds=spread(10, 400, world.incident.id, service, reason, step))
+                ago = timedelta(seconds=spread(10, 400, incident.id, service, reason, step))
+                at = max(began, min(until, now - ago))
+                then = self._pods_at(service, at)
+                if kind.termination:
+                    then = [p for p in then if p.restarts]
+                    if not then:
+                        continue  # no container had crashed yet then
+                pod = then[n % len(then)]
+                at = max(at, pod.created)
                 text = message.replace("{container}", service).replace("{ip}", pod.ip)
-                text = fill(text, rng_for(0, world.incident.id, service, reason), {})
+                text = fill(text, rng_for(0, incident.id, service, reason), {})
                 found.append((at, f"Warning {reason} pod/{pod.name}: {text}"))
         slow = state.p99_ms > 1000 or state.error_rate > 0.2
         if state.health != "ok" and slow and not any("Unhealthy" in text for _, text in found):
-            at = now - timedelta(seconds=spread(10, 300, world.incident.id, service, "probe", step))
+            at = now - timedelta(seconds=spread(10, 300, incident.id, service, "probe", step))
+            at = max([at, *(clock(world, s) for s in world.restarts(service, step))])
             probe = "Readiness probe failed: context deadline exceeded"
-            found.append((at, f"Warning Unhealthy pod/{pods[0].name}: {probe}"))
+            pod = self._pods_at(service, at)[0]
+            found.append((max(at, pod.created), f"Warning Unhealthy pod/{pod.name}: {probe}"))
         for event in world.history:
             if event.service == service and event.step <= step:
                 at = clock(world, event.step)
@@ -576,27 +700,43 @@ class Telemetry:
                 if text.startswith("deploy ") and draw >= 0.4:
                     notes = (*_RELEASE_NOTES, "routine release")
                     text = f"deploy {current}: {notes[int((draw - 0.4) / 0.6 * len(notes))]}"
-                entries.append((moment, f"{text} by ci-bot"))
+                touched = FAULTS[fault.type].touches
+                files = self._files(service, touched, index) if touched else ""
+                entries.append((moment, f"{text} by ci-bot{files}"))
                 changed = True
         for index, distraction in enumerate(incident.distractions):
             if distraction.service == service and distraction.kind == "recent_deploy" and not changed:
                 before = distraction_onset(incident.id, index) + spread(1, 8, incident.id, index)
                 moment = started - timedelta(minutes=before)
-                text = _RELEASE_NOTES[int(unit(incident.id, service, "notes") * len(_RELEASE_NOTES))]
-                entries.append((moment, f"deploy {current}: {text} by ci-bot"))
+                # A bystander's release touches what a shipped fault touches, noted the same way: the files
+                # say what a change was about, not whether it is the one that broke.
+                features = [entry for entry in CHANGED_FILES if entry[0]]
+                note, touched = features[int(unit(incident.id, service, index, "vocab") * len(features))]
+                draw = unit(incident.id, service, "notes")
+                if note is None or draw >= 0.4:
+                    note = _RELEASE_NOTES[int(draw * len(_RELEASE_NOTES))]
+                entries.append((moment, f"deploy {current}: {note} by ci-bot{self._files(service, touched, index)}"))
                 changed = True
         for event in world.history:
             if event.service == service and event.step <= step and event.remedy == "rollback":
                 entries.append((clock(world, event.step), f"rollback to {previous} by on-call"))
         older = started - timedelta(days=spread(2, 12, incident.id, service, "old"))
+        routine = f"routine release by ci-bot{self._files(service, None, 'old')}"
         if changed:
-            entries.append((older, f"deploy {previous}: routine release by ci-bot"))
+            entries.append((older, f"deploy {previous}: {routine}"))
         else:
-            entries.append((older, f"deploy {current}: routine release by ci-bot"))
+            entries.append((older, f"deploy {current}: {routine}"))
             entries.append((older - timedelta(days=spread(3, 20, incident.id, service, "older")),
-                            f"deploy {previous}: routine release by ci-bot"))
+                            f"deploy {previous}: routine release by ci-bot{self._files(service, None, 'older')}"))
         entries.sort(reverse=True)
         return "\n".join(f"{format_time(moment)} {text}" for moment, text in entries)
+
+    def _files(self, service: str, touched: Mapping[str, tuple[str, ...]] | None, *key: object) -> str:
+        """The files a release touched: a shipped fault's own, or any release's from the shared vocabulary."""
+        iid = self.world.incident.id
+        table = touched or CHANGED_FILES[int(unit(iid, service, *key, "vocab") * len(CHANGED_FILES))][1]
+        files = changed_files(table, self.world.plan.by_name[service].tech, unit(iid, service, *key, "files"))
+        return f"; changed {files}" if files else ""
 
     def _released(self, service: str) -> datetime:
         """When the release the service runs before any remedy rolled out: the newest deploy listed
@@ -614,11 +754,21 @@ class Telemetry:
         node = world.plan.by_name[service]
         pods = self.pods(service, step)
         context = self._context(service, step, pods)
-        reports = [
-            report.get(node.tech) or report["*"]
-            for kind, _ in world.fault_runs(service, step)
-            if (report := kind.db_report)
-        ]
+        reports = []
+        now = clock(world, step)
+        for index, fault in enumerate(incident.faults):
+            kind = FAULTS[fault.type]
+            strength = world.strengths(step)[index]
+            healed = world.healed_at(index)
+            fixed = healed is not None and healed <= step
+            if fault.service != service or not kind.db_report or strength <= 0 or fixed:
+                continue
+            # Nothing waits longer than the fault has been building, nor longer than the pods serving now.
+            restarted = [clock(world, s) for s in world.restarts(service, step)]
+            began = max([clock(world, -fault_lead(incident, fault, index)), *restarted])
+            context["held"] = str(max(1, int((now - began).total_seconds() * rng.uniform(0.6, 0.95))))
+            context["waiting"] = str(max(1, round(rng.uniform(30, 120) * min(1.0, strength))))
+            reports.append(kind.db_report.get(node.tech) or kind.db_report["*"])
         if not reports:
             state = world.states_at(step)[service]
             busy = min(99, int(12 + state.cpu_pct * 0.6))
@@ -817,7 +967,13 @@ class Telemetry:
         alerts = []
         for (service, signal), peak in peaks.items():
             rule = rules[signal]
-            value = now.get((service, signal), 0.0)
+            value = now.get((service, signal))
+            if value is None:
+                # A resolved page shows the reading it resolved on, below its threshold.
+                cleared = step
+                while cleared > first[(service, signal)] and (service, signal) not in self.readings(cleared - 1):
+                    cleared -= 1
+                value = rule.value(self.world.states_at(cleared)[service])
             since = self._since(service, signal, first[(service, signal)])
             critical = rule.critical_at is not None and peak >= rule.critical_at
             shown = significant if signal.endswith("ratio") else _tenths
@@ -884,6 +1040,18 @@ def _endpoint(template: str, endpoints: tuple[str, ...], rng: random.Random) -> 
     return pick(rng, endpoints)
 
 
+def _backoff_restarts(seconds: float) -> int:
+    """How often a crashing container restarted in this long: the back-off doubles from 10 s up to 5 min."""
+    if seconds < 10.0:
+        return 0
+    restarts, elapsed, wait = 1, 10.0, 10.0
+    while elapsed + min(2 * wait, 300.0) <= seconds:
+        wait = min(2 * wait, 300.0)
+        elapsed += wait
+        restarts += 1
+    return restarts
+
+
 def _process(tech: str, default: str) -> str:
     return {"mysql": "mysqld", "memcached": "memcached", "kafka": "kafka", "envoy": "envoy"}.get(tech, default)
 
@@ -914,9 +1082,10 @@ _RENDER: dict[str, Callable[[Telemetry, str, int], str]] = {
     "traces": Telemetry.traces,
 }
 
+# Notes any release carries; a note naming a feature comes with that feature's files (CHANGED_FILES).
 _RELEASE_NOTES = (
     "dependency updates", "feature flag cleanup", "logging format change", "connection pool settings",
-    "retry policy tuning", "payload schema update", "response cache for sessions",
+    "retry policy tuning",
 )
 
 _DISTRACTION_LOGS: dict[str, tuple[str, ...]] = {

@@ -46,6 +46,8 @@ ESCALATION_DELAY = 1
 # Relief from a palliative remedy lasts this many steps at about this share of the fault's strength.
 RELIEF_STEPS = 2
 RELIEF_SHARE = 0.3
+# The share of a scale-up's added capacity serving during the step it is ordered in.
+SCALE_JOINING = 0.5
 # Minutes of history before the page that metrics keep.
 HISTORY_MINUTES = 12
 # p99 of a lognormal is exp(Z99 * sigma) times its median.
@@ -447,7 +449,8 @@ class World:
         factor = 1.0
         for since, times in self._capacity.get(service, ()):
             if since <= at:
-                factor *= times
+                # New replicas join over the step they are added in, as a fix takes effect over steps.
+                factor *= times if since < at else 1.0 + (times - 1.0) * SCALE_JOINING
         return factor
 
     def restarts(self, service: str, step: int | None = None) -> list[int]:
@@ -475,6 +478,10 @@ class World:
     def strengths(self, step: int) -> tuple[float, ...]:
         """Every fault's strength at a step, to two places: what a view's content follows besides noise."""
         return tuple(round(run.strength(step), 2) for run in self._runs)
+
+    def healed_at(self, index: int) -> int | None:
+        """The step the fix of the incident's fault `index` took effect (an escalation's a step late)."""
+        return self._runs[index].healed_at
 
     def fault_runs(self, service: str, step: int) -> list[tuple[FaultType, float]]:
         """The faults live on a service at a step, with their strengths."""

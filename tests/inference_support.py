@@ -26,7 +26,7 @@ INFERENCE = ROOT / "inference.py"
 # 0.89 on the evaluation set before it was rebuilt): a regression guard, not a figure.
 EXPERT_FLOOR = 0.6
 # Variables that would change what inference.py does; the tests set the ones they need.
-CONFIG_VARIABLES = ("ENV_URL", "API_BASE_URL", "MODEL_NAME", "HF_TOKEN", "API_KEY", "OPENAI_API_KEY")
+CONFIG_VARIABLES = ("ENV_URL", "API_BASE_URL", "MODEL_NAME", "HF_TOKEN", "API_KEY", "OPENAI_API_KEY", "HOLDOUT_KEY")
 
 
 def inference_environ(env: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -12,6 +12,7 @@ from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.faults import FAULTS
 from service_incident.generator import generate
 from service_incident.incidents import Distraction
+from service_incident.models import parse_action
 from service_incident.tasks import TASKS
 from service_incident.world import P1_ERROR_RATE, World
 
@@ -56,6 +57,38 @@ def test_half_the_roots_earns_part_of_severity_evidence_and_efficiency() -> None
     assert full > half_backed > half_blind > wrong
     # Evidence seen of a root the answer left out earns nothing.
     assert score({"db"}, {"db", "cache"}, True) == half_backed
+
+
+def test_a_rationale_is_credited_only_for_facts_seen_in_a_named_root() -> None:
+    """Quoting the page or a bystander is open to anyone who read the first observation; only facts
+    from a view that showed a root cause named right count."""
+    ledger = _ledger({"db"}, {"db"}, True)
+    ledger.observe("api: error_rate=5.2% p99=812ms upstream timeout", frozenset({"api"}))
+    ledger.observe("db: pool_size=20 waiting=57 wait_ms=4100", frozenset({"db"}))
+
+    def rationale(*cited: str) -> float:
+        ledger.rationales = list(cited)
+        return scoring.final_score(grading="response", roots=frozenset({"db"}), steps=3, max_steps=9, ledger=ledger)[
+            1
+        ]["rationale"]
+
+    assert rationale("api shows error_rate=5.2% and p99=812ms") == 0.0
+    assert rationale("db pool_size=20 with waiting=57 and wait_ms=4100") == scoring.WEIGHTS["response"]["rationale"]
+
+
+def test_the_page_alone_earns_no_rationale_credit() -> None:
+    env = ServiceIncidentEnvironment()
+    task = next(t for t in TASKS.values() if t.rationale_required and "declare" in t.actions)
+    first = env.reset(task_id=task.id, seed=3)
+    episode = env._episode
+    assert episode is not None
+    roots = sorted(episode.world.root_causes)
+    page = " ".join(f"{a.service} {a.summary}" for a in first.alerts)
+    env.step(parse_action({"action": "declare", "target": roots[0], "additional_targets": roots[1:],
+                           "severity": "P1", "rationale": page}))
+    last = env.step(parse_action({"action": "resolve", "target": roots[0], "rationale": page}))
+    assert last.done
+    assert last.breakdown is not None and last.breakdown["rationale"] == 0.0
 
 
 def test_the_first_observation_states_that_rationales_are_required() -> None:

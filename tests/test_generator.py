@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import random
 import re
-import statistics
 from pathlib import Path
 
 import msgspec
 import pytest
+from distribution_support import disagreements
 
 from service_incident import dataset, scoring
 from service_incident.environment import ServiceIncidentEnvironment
@@ -132,7 +132,9 @@ def test_wrong_remedies_cost_what_they_say() -> None:
     impact = world.user_facing_impact()
     assert world.remediate("rollback", bystander) == "no_effect"
     assert world.remediate("scale_up", bystander) == "no_effect"
-    assert world.capacity(bystander) == 2.0
+    # New replicas join over the step they are ordered in: half the added capacity serves then, all of it after.
+    assert world.capacity(bystander) == 1.5
+    assert world.capacity(bystander, world.step + 1) == 2.0
     assert world.user_facing_impact() == pytest.approx(impact, rel=0.1)
     # The right fix on the wrong target does nothing either.
     assert world.remediate("rollback", next(s.name for s in incident.services if s.name not in {root})) == "no_effect"
@@ -267,8 +269,8 @@ def test_training_and_evaluation_incidents_are_disjoint() -> None:
 
 @pytest.mark.parametrize("difficulty", list(PRESETS))
 def test_labels_are_identifiable_from_the_telemetry(difficulty: str) -> None:
-    share, _ = survey([dataset.training_incident(difficulty, seed) for seed in range(25)])
-    assert share >= 0.95
+    strict, loose, _ = survey([dataset.training_incident(difficulty, seed) for seed in range(25)])
+    assert strict >= 0.95 and loose >= strict
 
 
 def test_the_identifiability_check_catches_a_fault_that_shows_nowhere() -> None:
@@ -284,31 +286,13 @@ def test_the_identifiability_check_catches_a_fault_that_shows_nowhere() -> None:
     assert survivors(weak)
 
 
-def _unpaged_root(incident: Incident) -> bool:
-    paged = {a.service for a in Telemetry(World(incident), 0).alerts(0)}
-    return any(f.service not in paged for f in incident.faults)
-
-
 def test_evaluation_set_represents_training() -> None:
     """Sizes, fault counts and mix, unpaged roots and severities of the frozen set, against training."""
     records = dataset.decode(EVAL_FILE.read_bytes())
-    measures = (
-        lambda i: len(i.services),
-        lambda i: len(i.faults),
-        _unpaged_root,
-        lambda i: any(i.service(f.service).kind in ("database", "cache", "queue") for f in i.faults),
-        lambda i: any(FAULTS[f.type].change for f in i.faults),
-        lambda i: dataset.labels(i).severity_at_page == "P0",
-        lambda i: dataset.labels(i).severity_at_page == "P2",
-    )
     for difficulty in PRESETS:
         frozen = [r.incident for r in records if r.difficulty == difficulty]
         trained = [dataset.training_incident(difficulty, seed) for seed in range(150)]
-        for index, measure in enumerate(measures):
-            a = [float(measure(i)) for i in frozen]
-            b = [float(measure(i)) for i in trained]
-            spread = (statistics.pvariance(a) / len(a) + statistics.pvariance(b) / len(b)) ** 0.5
-            assert abs(statistics.mean(a) - statistics.mean(b)) <= 3 * spread + 1e-9, (difficulty, index)
+        assert not disagreements(frozen, trained), difficulty
 
 
 def test_loudest_signal_gets_worse_with_difficulty() -> None:

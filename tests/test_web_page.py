@@ -459,3 +459,32 @@ def test_a_full_server_is_said_so_and_a_freed_slot_is_usable(page: Any, make_ser
     page.find_element(By.ID, "start").click()
     wait(page, lambda d: text(d, "#stat-incident") == "hard / hard_001")
     assert not page.find_element(By.ID, "flash").is_displayed()
+
+
+# --- a held-out episode -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("task_id", ["holdout_expert", "gen_expert"])
+def test_a_held_out_episode_on_the_page_shows_no_seed_and_no_answer(
+        page: Any, make_server: Callable[..., str], task_id: str) -> None:
+    from holdout_support import KEY, leaks
+
+    base_url = make_server(holdout_key=KEY)
+    open_page(page, f"{base_url}/web/?task={task_id}&seed=5")
+    page.find_element(By.ID, "start").click()
+    wait(page, lambda d: text(d, "#stat-incident").startswith(f"{task_id} / ") and text(d, "#stat-step")[0] == "0")
+    first = service_names(page)[0]
+    click_service(page, first)
+    take(page, "inspect_logs")
+    page.find_element(By.CSS_SELECTOR, f'#rc-list input[value="{first}"]').click()
+    page.find_element(By.CSS_SELECTOR, '#severity input[value="P1"] + span').click()
+    take(page, "declare")
+    wait(page, lambda d: d.find_element(By.ID, "result").is_displayed())
+    shown = [page.execute_script("return document.documentElement.outerHTML"),
+             *(json.dumps(frame) for frame in frames_received(page))]
+    if task_id == "holdout_expert":
+        assert leaks(shown) == []
+        assert text(page, "#score-value")  # the score is shown, the postmortem is not
+        screenshot(page, "play-held-out-desktop")
+    else:  # the open tier's postmortem names its faults: the check above would see a leak
+        assert leaks(shown)

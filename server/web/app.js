@@ -201,7 +201,7 @@
 
   // ---- tasks and setup -----------------------------------------------------------------------
 
-  const SUITES = { triage: 'Triage', generated: 'Generated', response: 'Response', rca: 'Root cause' };
+  const SUITES = { triage: 'Triage', generated: 'Generated', response: 'Response', rca: 'Root cause', holdout: 'Held out' };
 
   async function loadTasks() {
     const response = await fetch(`${ROOT}/tasks`, { cache: 'no-cache' });

@@ -22,7 +22,8 @@ import anyio
 
 from service_incident.client import EnvClientError
 
-from ..tasks import TASKS, Task
+from ..holdout import KEY_SETTING, HoldoutKey, fingerprint
+from ..tasks import HELD_OUT, TASKS, Task, catalogue, find_task
 from . import report
 from .agents import REFERENCE_AGENTS
 from .evaluation import DEFAULT_CONCURRENCY, evaluate, reference_policy
@@ -55,6 +56,8 @@ INTERRUPTED = {signal.SIGINT: 130, signal.SIGTERM: 143}
 EPILOG = f"""
 environment variables:
   ENV_URL            evaluate against this server instead of an embedded one (same as --env-url)
+  {KEY_SETTING}        the key of the held-out tasks ({", ".join(HELD_OUT)}) for an in-process run or
+                     the embedded server; a server given by --env-url uses its own
   API_BASE_URL       OpenAI-compatible endpoint for --agent llm (default {DEFAULT_API_BASE_URL})
   MODEL_NAME         model for --agent llm (default {DEFAULT_MODEL})
   HF_TOKEN, API_KEY, OPENAI_API_KEY
@@ -66,6 +69,7 @@ examples:
   %(prog)s --in-process --tasks generated          # no server, no sockets
   HF_TOKEN=... %(prog)s --agent llm --tasks easy,gen_easy --episodes 3 --llm-mode chat --llm-reply tools
   %(prog)s --replay results/{EPISODES_FILE}       # print a saved run again and report it, no server
+  %(prog)s --env-url URL --tasks {",".join(HELD_OUT)}   # the held-out tiers of a server that has the key
 """
 
 
@@ -75,11 +79,14 @@ def parser() -> argparse.ArgumentParser:
     )
     parse.add_argument("--agent", default=["expert"], type=_names(AGENTS),
                        help=f"agent(s) to evaluate, comma-separated, in order: {', '.join(AGENTS)} (default expert)")
-    suites = list(dict.fromkeys(task.suite for task in TASKS.values()))
-    parse.add_argument("--tasks", default=None, type=_names((*TASKS, *suites)),
-                       help=f"task ids or suite names ({', '.join(suites)}), comma-separated (default: every task)")
+    tasks = catalogue(held_out=True)
+    suites = list(dict.fromkeys(task.suite for task in tasks))
+    parse.add_argument("--tasks", default=None, type=_names((*(task.id for task in tasks), *suites)),
+                       help=f"task ids or suite names ({', '.join(suites)}), comma-separated (default: every "
+                            "task but the held-out ones)")
     parse.add_argument("--episodes", type=_positive, default=None, metavar="N",
-                       help="the first N evaluation incidents of each task (default: all of them for reference "
+                       help="the first N evaluation incidents of each task (a held-out task's first N, each "
+                            "played under its own index as the seed; default: all of them for reference "
                             "agents; for llm, incidents taken in turn from each task while at most "
                             f"{LLM_CALL_BUDGET} model calls can be needed)")
     parse.add_argument("--seeds", default=[42], type=_ints,
@@ -136,8 +143,26 @@ def _ints(text: str) -> list[int]:
 
 
 def selected_tasks(names: list[str] | None) -> list[Task]:
-    """Tasks in registry order; a suite name selects all of its tasks."""
-    return [t for t in TASKS.values() if names is None or t.id in names or t.suite in names]
+    """Tasks in registry order; a suite name selects all of its tasks. The held-out ones only by name."""
+    if names is None:
+        return list(TASKS.values())
+    return [t for t in catalogue(held_out=True) if t.id in names or t.suite in names]
+
+
+def check_holdout_key(tasks: list[Task], args: argparse.Namespace) -> None:
+    """Held-out tasks played here (in-process or on the embedded server) need the key in the environment
+    of the run; ValueError saying what is wrong. A server given by URL has a key of its own, or not."""
+    key = os.environ.get(KEY_SETTING) or None
+    held_out = [t.id for t in tasks if t.held_out]
+    if not held_out or args.env_url is not None:
+        return
+    if key is None:
+        raise ValueError(f"{', '.join(held_out)} need the holdout key: set {KEY_SETTING} in the environment of "
+                         "the run, or evaluate against a server that has it with --env-url")
+    try:
+        HoldoutKey(key)
+    except ValueError as exc:
+        raise ValueError(f"{KEY_SETTING}: {exc}") from None
 
 
 def within_calls(specs: list[EpisodeSpec], budget: int) -> list[EpisodeSpec]:
@@ -150,11 +175,17 @@ def within_calls(specs: list[EpisodeSpec], budget: int) -> list[EpisodeSpec]:
         ranked.append((rank[spec.task_id], spec))
     taken, calls = [], 0
     for _, spec in sorted(ranked, key=lambda item: item[0]):
-        calls += TASKS[spec.task_id].max_steps
+        calls += _budget(spec)
         if calls > budget:
             break
         taken.append(spec)
     return taken
+
+
+def _budget(spec: EpisodeSpec) -> int:
+    task = find_task(spec.task_id, held_out=True)
+    assert task is not None
+    return task.max_steps
 
 
 class Output:
@@ -217,7 +248,7 @@ class Unreachable(Exception):
 async def environment(args: argparse.Namespace) -> AsyncIterator[Sessions]:
     """Where the run plays, checked by opening one session before any episode starts."""
     if args.in_process:
-        yield InProcess()
+        yield InProcess(os.environ.get(KEY_SETTING) or None)
         return
     async with AsyncExitStack() as stack:
         try:
@@ -304,11 +335,27 @@ def where(args: argparse.Namespace) -> str:
 def run_header(args: argparse.Namespace, records: list[EpisodeRecord], settings: LLMSettings | None) -> list[str]:
     lines = [
         f"- benchmark `{BENCHMARK}`, environment: {where(args)}",
-        f"- {len(records)} episodes, seeds {','.join(map(str, sorted({r.seed for r in records})))}",
+        f"- {len(records)} episodes, seeds {_seeds(records)}",
     ]
+    held_out = sorted({r.task for r in records if report.held_out(r)})
+    if held_out:
+        key = os.environ.get(KEY_SETTING)
+        named = ("the key's fingerprint is the server's `holdout_fingerprint` at /health" if args.env_url
+                 else f"key fingerprint `{fingerprint(key)}`" if key else "key unknown")
+        lines.append(f"- held-out tasks {', '.join(held_out)}: {named}")
     if settings is not None:
         lines.append(f"- llm: {settings.model} at {settings.base_url}, {settings.mode} mode, {settings.reply} replies")
     return lines
+
+
+def _seeds(records: list[EpisodeRecord]) -> str:
+    """The seeds played; a held-out task's are the indices of its incidents, shown as a range."""
+    seeds = sorted({r.seed for r in records if not report.held_out(r)})
+    indices = sorted({r.seed for r in records if report.held_out(r)})
+    shown = ",".join(map(str, seeds))
+    if indices:
+        shown += f"{'; ' if shown else ''}held-out incidents {indices[0]}-{indices[-1]}"
+    return shown
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -329,6 +376,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args.output = args.output or DEFAULT_OUTPUT
     tasks = selected_tasks(args.tasks)
+    try:
+        check_holdout_key(tasks, args)
+    except ValueError as exc:
+        say(parse.prog, str(exc))
+        return 2
     try:  # checked first: a missing key fails before any server starts
         settings = LLMSettings.from_env(mode=args.llm_mode, reply=args.llm_reply,
                                         **({"concurrency": args.concurrency} if args.concurrency else {})
@@ -346,7 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"evaluating {', '.join(args.agent)} on {len(tasks)} task(s), {total} episodes, {against}",
           file=sys.stderr)
     if settings is not None:
-        calls = sum(TASKS[s.task_id].max_steps for s in plans[LLM])
+        calls = sum(map(_budget, plans[LLM]))
         minutes = calls * LLM_SECONDS_PER_CALL / settings.concurrency / 60
         print(f"llm: {settings.model} at {settings.base_url}, {settings.mode} mode, {settings.reply} replies; at "
               f"most {calls} model calls, about {minutes:.0f} min at {LLM_SECONDS_PER_CALL:g} s per call with "

@@ -133,8 +133,8 @@ async def _play_all(
 
     async def one(index: int, spec: EpisodeSpec) -> None:
         async with limiter:
-            record = EpisodeRecord(name=spec.name, task=spec.task_id, incident=spec.incident_id, seed=spec.seed,
-                                   agent=agent)
+            record = EpisodeRecord(name=spec.name, task=spec.task_id, incident=spec.incident_id or "",
+                                   seed=spec.seed, agent=agent)
             started = time.perf_counter()
             try:
                 async with sessions.open() as session:
@@ -163,6 +163,7 @@ async def play(session: Session, policy: Policy, spec: EpisodeSpec, record: Epis
     """
     request = ResetRequest(task_id=spec.task_id, seed=spec.seed, incident_id=spec.incident_id, reward_mode="final")
     observation = record.reset = await session.reset(request)
+    record.incident = observation.incident_id  # the one the seed drew, when the spec names none
     unusable = 0
     while not observation.done:
         try:

@@ -124,7 +124,7 @@ def alternatives(incident: Incident) -> Iterator[tuple[str, Incident, tuple[str,
 
 SEEDS = (0, 1)
 # Another fault type that the same remedies fix: telling them apart changes no decision the grade
-# depends on (root, severity, fix), so it is reported but does not make an incident unidentifiable.
+# depends on (root, severity, fix), so it is reported apart as well as counted.
 SAME_FIX = "another fault type with the same fixes"
 
 
@@ -161,13 +161,15 @@ def survivors(incident: Incident) -> list[str]:
     return [kind for kind, alternative, first in alternatives(incident) if not contradicted(truth, alternative, first)]
 
 
-def survey(incidents: list[Incident]) -> tuple[float, Counter[str]]:
-    """The share of incidents that are identifiable (only same-fix types may survive), and how often
-    each kind of hypothesis survived."""
+def survey(incidents: list[Incident]) -> tuple[float, float, Counter[str]]:
+    """The share of incidents that are identifiable (no alternative survives), the share when only
+    same-fix types survive too, and how often each kind of hypothesis survived."""
     failures: Counter[str] = Counter()
-    identifiable = 0
+    strict = loose = 0
     for incident in incidents:
         left = survivors(incident)
-        identifiable += all(kind == SAME_FIX for kind in left)
+        strict += not left
+        loose += all(kind == SAME_FIX for kind in left)
         failures.update(set(left))
-    return identifiable / max(1, len(incidents)), failures
+    count = max(1, len(incidents))
+    return strict / count, loose / count, failures

@@ -32,7 +32,7 @@ from msgspec import Struct
 
 from ..integrations.tools import TOOLS_BY_NAME
 from ..models import ACTION_TYPES, Action, InvalidAction, Observation, parse_action
-from ..tasks import TASKS
+from ..tasks import find_task
 from ..world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS
 from .evaluation import EndpointFailure, EpisodeSpec, Policy, Turn
 
@@ -120,7 +120,7 @@ class LLMAgent:
         self._last_failure = ""
 
     def __call__(self, spec: EpisodeSpec) -> Policy:
-        task = TASKS.get(spec.task_id)
+        task = find_task(spec.task_id, held_out=True)
         return _Chat(self, task.description if task else f"Task {spec.task_id}.")
 
     async def complete(

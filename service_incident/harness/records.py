@@ -12,6 +12,7 @@ from typing import Any, Literal
 import msgspec
 from msgspec import Struct
 
+from ..dataset import EVAL_INCIDENTS
 from ..models import Action, Observation, action_name
 from ..scoring import SCORE_FLOOR
 from ..tasks import Task
@@ -28,11 +29,12 @@ NOT_THE_AGENTS: frozenset[Failure] = frozenset({"environment", "model", "interru
 
 
 class EpisodeSpec(Struct, frozen=True, kw_only=True):
-    """One episode to play: a task's evaluation incident under a seed. `name` is unique within a run."""
+    """One episode to play: a task's evaluation incident under a seed, or (`incident_id` None) the
+    incident the seed draws. `name` is unique within a run."""
 
     name: str
     task_id: str
-    incident_id: str
+    incident_id: str | None
     seed: int
 
 
@@ -94,9 +96,17 @@ class EpisodeRecord(Struct, kw_only=True):
 
 
 def plan(tasks: Iterable[Task], episodes: int | None = None, seeds: Sequence[int] = (42,)) -> list[EpisodeSpec]:
-    """The first `episodes` evaluation incidents of each task (all when None), each under every seed."""
+    """The first `episodes` evaluation incidents of each task (all when None), each under every seed.
+
+    A held-out task lists no incidents: its seed is the index of one, so it plays its first
+    `episodes` (as many as an open tier's evaluation set when None), each under its own index.
+    """
     specs = []
     for task in tasks:
+        if task.held_out:
+            specs += [EpisodeSpec(name=f"{task.id}/{index:04d}", task_id=task.id, incident_id=None, seed=index)
+                      for index in range(episodes or EVAL_INCIDENTS)]
+            continue
         for incident_id in task.incidents[:episodes]:
             for seed in seeds:
                 suffix = f"@{seed}" if len(seeds) > 1 else ""

@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 
 from msgspec import Struct
 
-from ..tasks import TASKS
+from ..tasks import catalogue, find_task
 from .records import NOT_THE_AGENTS, EpisodeRecord, Failure
 
 # Student's t 97.5% quantile: exact for 1 and 2 degrees of freedom, where the expansion below is
@@ -29,6 +29,10 @@ _Z975 = NormalDist().inv_cdf(0.975)
 MIN_INTERVAL_N = 10
 INTERVAL_NOTE = (f"± is the half-width of the 95% confidence interval of the mean (Student's t), "
                  f"shown only for {MIN_INTERVAL_N} episodes or more.")
+HELD_OUT_MARK = " (held out)"
+HELD_OUT_NOTE = (f"Tasks marked{HELD_OUT_MARK} played held-out incidents, which only the key of the server that "
+                 "served them generates: the generator and knobs of the open tier of the same difficulty, at "
+                 "seeds nobody else can derive.")
 
 
 def t975(df: int) -> float:
@@ -103,7 +107,7 @@ def of_task(attribute: str) -> Callable[[EpisodeRecord], str]:
     """A record's task's `suite`, `difficulty`...; "?" for a task this version does not know."""
 
     def key(record: EpisodeRecord) -> str:
-        task = TASKS.get(record.task)
+        task = find_task(record.task, held_out=True)
         return getattr(task, attribute) if task else "?"
 
     return key
@@ -111,6 +115,15 @@ def of_task(attribute: str) -> Callable[[EpisodeRecord], str]:
 
 def _agent(record: EpisodeRecord) -> str:
     return record.agent
+
+
+def held_out(record: EpisodeRecord) -> bool:
+    task = find_task(record.task, held_out=True)
+    return task is not None and task.held_out
+
+
+def _task(record: EpisodeRecord) -> str:
+    return record.task + (HELD_OUT_MARK if held_out(record) else "")
 
 
 class Gap(Struct, frozen=True):
@@ -152,15 +165,17 @@ def markdown(
 
     Rows follow the task registry, whatever order the episodes finished in.
     """
-    order = {task_id: index for index, task_id in enumerate(TASKS)}
+    order = {task.id: index for index, task in enumerate(catalogue(held_out=True))}
     by_task = sorted(records, key=lambda r: order.get(r.task, len(order)))
     overall = {name: summarize(rs) for name, rs in group(by_task, _agent).items()}
     out = ["# Service Incident evaluation", "", *header, "", "## Agents", "", *agents_table(overall), "",
            INTERVAL_NOTE]
+    if any(held_out(r) for r in records):
+        out += ["", HELD_OUT_NOTE]
     if len(overall) > 1:
         out += ["", "Gaps between consecutive agents (clear when larger than the two half-widths added):", ""]
         out += [f"- {g.verdict}" for g in gaps(overall)]
-    keys = {"task": lambda r: r.task, "suite": of_task("suite"), "difficulty": of_task("difficulty")}
+    keys = {"task": _task, "suite": of_task("suite"), "difficulty": of_task("difficulty")}
     for column, key in keys.items():
         out += ["", f"## Per {column}", "", *breakdown(by_task, column, key, list(overall))]
     out += ["", "## Score parts", "", *parts_table(by_task)]

@@ -42,8 +42,8 @@ class Sessions(Protocol):
 
 
 class _InProcessSession:
-    def __init__(self) -> None:
-        self._env = ServiceIncidentEnvironment()
+    def __init__(self, env: ServiceIncidentEnvironment) -> None:
+        self._env = env
 
     async def reset(self, request: ResetRequest) -> Observation:
         observation = self._env.reset(**msgspec.structs.asdict(request))
@@ -58,13 +58,16 @@ class _InProcessSession:
 
 
 class InProcess:
-    """Episodes on the environment itself, in this process."""
+    """Episodes on the environment itself, in this process (offering the held-out tasks with a key)."""
 
     where = "the in-process environment"
 
+    def __init__(self, holdout_key: str | None = None) -> None:
+        self.holdout_key = holdout_key
+
     @asynccontextmanager
     async def open(self) -> AsyncIterator[Session]:
-        yield _InProcessSession()
+        yield _InProcessSession(ServiceIncidentEnvironment(self.holdout_key))
 
 
 class _WebSocketSession:

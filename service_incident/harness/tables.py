@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 from .. import scoring
-from ..faults import APP_KINDS, FAULTS, TECHNOLOGIES
+from ..faults import APP_KINDS, FAULTS, TECHNOLOGIES, Remedy
 from ..generator import PRESETS
 from ..models import ACTION_TYPES, action_name, describe
 from ..tasks import BUDGET_BASE, BUDGET_PER_FAULT, BUDGET_SLACK, GENERATED_BUDGETS
@@ -31,6 +33,19 @@ def fault_table() -> str:
             f"| {', '.join(fault.relief) or '-'} | {lost} | {phrasings} over {len(techs)} technologies "
             f"| {fault.lead[0]}-{fault.lead[1]} |"
         )
+    return "\n".join(rows)
+
+
+def remedy_table() -> str:
+    """The faults each remedy fits, from the fault taxonomy: the fix, another fix, or relief only."""
+    rows = ["| remedy | the fix for | also fixes | buys time for |", "|---|---|---|---|"]
+    for remedy in get_args(Remedy):
+        columns = (
+            [f"`{f.name}`" for f in FAULTS.values() if f.fix == remedy],
+            [f"`{f.name}`" for f in FAULTS.values() if remedy in f.acceptable],
+            [f"`{f.name}`" for f in FAULTS.values() if remedy in f.relief],
+        )
+        rows.append(f"| `{remedy}` | " + " | ".join(", ".join(c) or "-" for c in columns) + " |")
     return "\n".join(rows)
 
 
@@ -76,6 +91,6 @@ def weight_table() -> str:
 
 
 TABLES = {
-    "faults": fault_table, "actions": action_table, "alerts": alert_table, "presets": preset_table,
-    "weights": weight_table,
+    "faults": fault_table, "remedies": remedy_table, "actions": action_table, "alerts": alert_table,
+    "presets": preset_table, "weights": weight_table,
 }

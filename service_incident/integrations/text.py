@@ -107,8 +107,8 @@ def revealed(before: Observation, after: Observation) -> str:
 class TextEpisode:
     """An environment whose steps read as text: the page after reset, then what each action revealed."""
 
-    def __init__(self) -> None:
-        self.env = ServiceIncidentEnvironment()
+    def __init__(self, env: ServiceIncidentEnvironment | None = None) -> None:
+        self.env = env or ServiceIncidentEnvironment()
         self.observation: Observation | None = None
 
     def reset(self, **request: Any) -> str:

@@ -1,0 +1,255 @@
+"""One world, many views: every fault type and every remedy that fits it, rendered through the world and
+read the way an engineer reads it, must agree with itself on pods, times, versions, counts and words."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import pytest
+
+from service_incident.faults import FAULTS, RECORD_KINDS, Remedy
+from service_incident.generator import Knobs, generate
+from service_incident.incidents import Incident
+from service_incident.telemetry import ALERT_RULES, Telemetry, clock, parse_time
+from service_incident.world import World, fault_lead
+
+REMEDY_STEP = 1
+LAST_STEP = 4
+_LINE = re.compile(r"^(\S+) (\S+) [\w-]+\[(\d+)\]: (\w+)\s+(.*)$")
+_POD = re.compile(r"^  pod (\S+) pid=(\d+) status=(.+?) restarts=(\d+) age=(\S+)")
+_AGO = re.compile(r"^  (\S+) ago (.*)$")
+_CRASH = re.compile(r"signal 11|SIGSEGV|status=139|OutOfMemoryError|MemoryError|heap out of memory")
+_LIMIT = re.compile(r"(\d+)Mi (?:limit|used)|limit \((\d+)Mi\)|of (\d+)Mi")
+_HTTP_WORK = re.compile(r"webhook|job=|status=[2-5]\d\d\b|returned 50\d|x509|provider|HTTP")
+
+
+def _seconds(age: str) -> int:
+    return int(age[:-1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[age[-1]]
+
+
+def _at(stamp: str) -> datetime:
+    return parse_time(stamp.replace("Z", "").split(".")[0] + "Z")
+
+
+@dataclass
+class Pods:
+    """A service's pods at one step, as health lists them."""
+
+    ready: int
+    listed: dict[str, tuple[int, str, int, int]] = field(default_factory=dict)  # name -> pid, status, restarts, age
+
+
+def _health(text: str) -> Pods:
+    head, *rest = text.splitlines()
+    pods = Pods(int(head.rpartition("ready=")[2]))
+    for line in rest:
+        if match := _POD.match(line):
+            name, pid, status, restarts, age = match.groups()
+            pods.listed[name] = (int(pid), status, int(restarts), _seconds(age))
+    return pods
+
+
+def _remedies(fault_type: str) -> list[Remedy]:
+    kind = FAULTS[fault_type]
+    return list(dict.fromkeys((kind.fix, *kind.acceptable, *kind.relief, "restart")))
+
+
+def _cases() -> list[tuple[str, Remedy]]:
+    return [(fault_type, remedy) for fault_type in sorted(FAULTS) for remedy in _remedies(fault_type)]
+
+
+def _incident(fault_type: str, seed: int) -> Incident:
+    return generate(Knobs(services=(4, 7), fault_types=(fault_type,), intensity=(0.6, 1.0)), seed=seed)
+
+
+def _signatures(fault_type: str, tech: str) -> list[str]:
+    """The longest literal of each of the fault's own warnings and errors on this technology."""
+    return [
+        max(re.split(r"\{[^}]*\}", line.split(" ", 1)[1]), key=len).strip()
+        for phrasing in FAULTS[fault_type].phrasings(tech) for line in phrasing if not line.startswith("INFO")
+    ]
+
+
+class Watch:
+    """One service watched through an episode: its pods by step and the pods told to stop."""
+
+    def __init__(self, world: World, telemetry: Telemetry, service: str) -> None:
+        self.world, self.telemetry, self.service = world, telemetry, service
+        self.pods: dict[int, Pods] = {}
+        self.stopped: dict[str, datetime] = {}
+        incident = world.incident
+        tech = world.plan.by_name[service].tech
+        borrowed = {d.fault for d in incident.distractions if d.service == service}
+        # The faults on this service: when each began, and its own lines (unless a red herring borrows them).
+        self.faults = [
+            (index, clock(world, -fault_lead(incident, fault, index)),
+             [] if fault.type in borrowed else _signatures(fault.type, tech))
+            for index, fault in enumerate(incident.faults) if fault.service == service
+        ]
+
+    def check(self, step: int) -> None:
+        world, telemetry, service = self.world, self.telemetry, self.service
+        text = telemetry.health(service, step)
+        self.pods[step] = health = _health(text)
+        now, page = clock(world, step), clock(world, 0)
+        # Readiness counts the pods that say they are ready; a crashing container restarts on back-off
+        # inside a pod that keeps its age.
+        assert health.ready == sum(1 for _, status, _, _ in health.listed.values() if status == "Running"), text
+        for name, (_, status, restarts, age) in health.listed.items():
+            assert age >= 10 * restarts, (name, restarts, age)
+            assert ("CrashLoopBackOff" in status) <= (restarts > 0)
+        # Events happen on pods that existed then.
+        for line in text.split("events (last 15m):")[1].splitlines():
+            if (match := _AGO.match(line)) and (named := re.search(r"pod/(\S+):", match.group(2))):
+                listed = health.listed.get(named.group(1))
+                if listed is not None:
+                    assert _seconds(match.group(1)) <= listed[3] + 1, text
+                    # A container killed or backing off is one that restarted.
+                    assert listed[2] > 0 or not re.search(r"OOMKilled|BackOff ", match.group(2)), text
+        if step < 0:
+            return
+        logs = telemetry.logs(service, step)
+        limits = {int(next(g for g in m.groups() if g)) for m in _LIMIT.finditer(logs + text)}
+        assert len(limits) <= 1, (logs, text)
+        for line in logs.splitlines():
+            self._check_line(line, now, page)
+        if world.plan.by_name[service].kind == "database":
+            db = telemetry.db_query(service, step)
+            assert "ALTER TABLE" not in db
+            if self.faults and all(self._healed(index) is not None and now >= self._healed(index)
+                                   for index, _, _ in self.faults):
+                assert "locks waiting 0" in db, db
+            if held := re.search(r"open (\d+)s", db):
+                restarts = [clock(world, s) for s in world.restarts(service, step)]
+                began = min(b for _, b, _ in self.faults)
+                assert timedelta(seconds=int(held.group(1))) <= now - max([began, *restarts]), db
+
+    def _healed(self, index: int) -> datetime | None:
+        step = self.world.healed_at(index)
+        return None if step is None else clock(self.world, step)
+
+    def _check_line(self, line: str, now: datetime, page: datetime) -> None:
+        if line.startswith("(no log lines"):
+            return
+        match = _LINE.match(line)
+        assert match, line
+        stamp, pod, pid, _, message = match.groups()
+        moment = _at(stamp)
+        assert moment <= now
+        # The pod wrote it while it ran, with the PID it had then, and never after it was told to stop.
+        minute = (moment - page) // timedelta(minutes=1)
+        written = self.pods[minute]
+        if pod not in written.listed and minute + 1 in self.pods:
+            # A rolling restart's replacement, which took over before the rollout completed.
+            written = self.pods[minute + 1]
+            assert moment >= clock(self.world, minute + 1) - timedelta(seconds=written.listed[pod][3] + 1), line
+        assert pod in written.listed and int(pid) == written.listed[pod][0], (line, written)
+        assert pod not in self.stopped or moment <= self.stopped[pod], line
+        if "received SIGTERM" in message:
+            self.stopped[pod] = moment
+        if _CRASH.search(message):
+            assert written.listed[pod][2] > 0, line
+        # A fault's own lines stop once its fix took effect, and start only once it began.
+        for index, began, signatures in self.faults:
+            if any(sig and sig in message for sig in signatures):
+                healed = self._healed(index)
+                assert healed is None or moment < healed, line
+                assert moment >= began - timedelta(minutes=1), line
+        if "build=" in message:
+            image = self.telemetry.health(self.service, minute).split()[3]
+            assert message.rpartition("build=")[2].split()[0] == image.rpartition(":")[2], line
+        if "notAfter=" in message and self.faults:
+            expired = parse_time(message.rpartition("notAfter=")[2].split()[0].rstrip(")"))
+            began = min(b for _, b, _ in self.faults)
+            assert began - timedelta(minutes=2) <= expired <= began, line
+
+
+def _play(incident: Incident, seed: int, remedies: list[tuple[Remedy, str]], watched: list[str]) -> World:
+    """Watch services from before the page to a few steps after the remedies, applied at one step."""
+    world = World(incident)
+    telemetry = Telemetry(world, seed=seed)
+    watches = [Watch(world, telemetry, service) for service in watched]
+    for step in range(-2, LAST_STEP + 1):
+        if step > 0:
+            world.advance()
+        if step == REMEDY_STEP:
+            for remedy, service in remedies:
+                world.remediate(remedy, service)
+        for watch in watches:
+            watch.check(step)
+        _assert_pages_read_true(telemetry, world)
+    return world
+
+
+@pytest.mark.parametrize(("fault_type", "remedy"), _cases(), ids=[f"{f}-{r}" for f, r in _cases()])
+@pytest.mark.parametrize("seed", [3, 11, 19, 27])
+def test_every_view_agrees_before_and_after_a_remedy(fault_type: str, remedy: Remedy, seed: int) -> None:
+    incident = _incident(fault_type, seed)
+    root = incident.faults[0].service
+    _play(incident, seed, [(remedy, root)], [root])
+
+
+@pytest.mark.parametrize("difficulty", ["medium", "hard", "expert"])
+def test_every_service_agrees_with_itself_in_generated_incidents(difficulty: str) -> None:
+    """Red herrings, several faults, log gaps and lag: each root fixed, a bystander restarted, a red
+    herring's release rolled back and another bystander scaled up, every service watched."""
+    for seed in range(8):
+        incident = generate(difficulty, seed=3_000_000 + seed)
+        roots = {fault.service for fault in incident.faults}
+        remedies: list[tuple[Remedy, str]] = [(FAULTS[fault.type].fix, fault.service) for fault in incident.faults]
+        bystanders = [spec.name for spec in incident.services if spec.name not in roots]
+        remedies += [("restart", bystanders[seed % len(bystanders)]), ("scale_up", bystanders[-1 - seed % 2])]
+        remedies += [("rollback", d.service) for d in incident.distractions if d.kind == "recent_deploy"]
+        world = _play(incident, seed, remedies, [spec.name for spec in incident.services])
+        assert world.step == LAST_STEP
+
+
+def _assert_pages_read_true(telemetry: Telemetry, world: World) -> None:
+    rules = {rule.signal: rule for rule in ALERT_RULES}
+    for alert in telemetry.alerts(world.step):
+        rule = rules.get(alert.signal)
+        if rule is None:
+            continue
+        if alert.status == "firing":
+            assert alert.value >= rule.threshold
+        else:
+            # A resolved page shows the reading it cleared on, not nothing.
+            assert 0 < alert.value < rule.threshold, alert
+
+
+def test_shedding_load_does_not_lift_a_partner_quota() -> None:
+    incident = _incident("upstream_rate_limit", 3)
+    world = World(incident)
+    world.advance()
+    assert world.remediate("shed_load", incident.faults[0].service) != "heals"
+
+
+@pytest.mark.parametrize("difficulty", ["medium", "hard", "expert"])
+def test_words_fit_the_technology_and_callers_feel_their_dependencies(difficulty: str) -> None:
+    for seed in range(12):
+        incident = generate(difficulty, seed=2_000_000 + seed)
+        world = World(incident)
+        telemetry = Telemetry(world, seed=seed)
+        states = world.states
+        for spec in incident.services:
+            node = world.plan.by_name[spec.name]
+            logs = telemetry.logs(spec.name, 0)
+            if spec.kind in (*RECORD_KINDS, "cache"):
+                # A datastore or broker has no webhooks, export jobs or HTTP statuses of its own.
+                assert not _HTTP_WORK.search(logs), (spec.name, node.tech, logs)
+            # Callers of a datastore never say it answered with an HTTP status.
+            assert not re.search(r":(3306|5432|6379|11211|9092|5672)\S* .*returned 50\d", logs), logs
+            for edge in node.edges:
+                dep = states[edge.dep]
+                if dep.call_failure >= 0.04 and not edge.breaker:
+                    # A caller meets its share of a dependency's failures, whatever retries recover.
+                    floor = edge.share * edge.weight * dep.call_failure ** (1 + 0.5 * edge.retries)
+                    assert states[spec.name].error_rate >= 0.9 * floor, (spec.name, edge.dep)
+        pods_of_release = {spec.name: telemetry.health(spec.name, 0) for spec in incident.services}
+        for name, text in pods_of_release.items():
+            newest = telemetry.deploys(name, 0).partition(" ")[0]
+            for _, _, _, age in _health(text).listed.values():
+                # No pod is older than the release it runs.
+                assert clock(world, 0) - timedelta(seconds=age) >= _at(newest), (name, text)
