@@ -113,6 +113,9 @@ class ServiceIncidentEnvironment:
             raise InvalidReset(f"incident {incident_id!r} is not part of task {task.id!r}") from None
         if reward_mode not in ("final", "dense"):
             raise InvalidReset(f"reward_mode must be 'final' or 'dense', got {reward_mode!r}")
+        if task.held_out and reward_mode == "dense":
+            # Dense shaping is paid from the truth (which inspection showed a root): an oracle.
+            raise InvalidReset(f"task {task.id!r} is held out: its reward is paid at the end only ('final')")
         world = World(incident)
         telemetry = Telemetry(world, seed)
         episode = _Episode(

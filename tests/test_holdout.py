@@ -111,6 +111,21 @@ def test_held_out_episodes_are_deterministic_and_keyed() -> None:
     assert frames(KEY)[0] != frames(OTHER_KEY)[0]
 
 
+def test_held_out_episodes_pay_nothing_before_the_end() -> None:
+    """Dense shaping pays for inspecting a root: on a held-out tier it would be an oracle."""
+    env = ServiceIncidentEnvironment(holdout_key=KEY)
+    with pytest.raises(InvalidReset, match=r"held out.*final"):
+        env.reset(task_id=TASK, seed=SEED, reward_mode="dense")
+    observation = env.reset(task_id=TASK, seed=SEED)
+    rewards = []
+    for action in script(observation.services):
+        observation = env.step(parse_action(action))
+        rewards.append(observation.reward)
+        if observation.done:
+            break
+    assert all(reward == 0.0 for reward in rewards[:-1])
+
+
 @pytest.mark.parametrize("tier", holdout.TIERS)
 def test_held_out_incidents_come_from_the_open_tiers_distribution(tier: str) -> None:
     key = HoldoutKey(KEY)
