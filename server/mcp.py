@@ -42,7 +42,7 @@ except ImportError:
 
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.integrations.text import TextEpisode
-from service_incident.integrations.tools import ACTION_TOOLS, RESET_TOOL, TOOLS_BY_NAME, ToolSpec
+from service_incident.integrations.tools import ACTION_TOOLS, RESET_TOOL, RESET_WITHHELD, TOOLS_BY_NAME, ToolSpec
 from service_incident.models import InvalidAction, InvalidReset, ResetRequest, parse_action
 
 from .http_episodes import EpisodeStore, UnknownEpisode
@@ -322,8 +322,9 @@ class McpEndpoint:
         arguments = dict(params.arguments or {})
         try:
             if params.name == RESET_TOOL.name:
-                if "episode_id" in arguments:
-                    raise InvalidReset("the session owns its episode: episode_id is not an argument of reset")
+                withheld = sorted(RESET_WITHHELD.keys() & arguments.keys())
+                if withheld:
+                    raise InvalidReset(f"{RESET_WITHHELD[withheld[0]]}: {withheld[0]} is not an argument of reset")
                 request = msgspec.convert(arguments, ResetRequest)
                 shown = episode.reset(**msgspec.structs.asdict(request))
             else:

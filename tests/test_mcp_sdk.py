@@ -50,7 +50,8 @@ async def test_the_official_client_lists_reset_and_one_tool_per_action(mcp_url: 
         assert tool.input_schema["type"] == "object" and tool.description
         # No internal fields: the action tag is the tool's name, OpenEnv's metadata is no argument.
         assert "metadata" not in properties and "action" not in properties
-        assert "episode_id" not in properties
+        # The session owns the episode, and a model is paid at the end: dense shaping would judge for it.
+        assert "episode_id" not in properties and "reward_mode" not in properties
         assert all(prop.get("description") for prop in properties.values()), tool.name
 
 
@@ -106,6 +107,8 @@ async def test_bad_arguments_are_tool_errors_the_model_can_read(mcp_url: str) ->
         assert before.is_error is True and "call reset first" in before.content[0].text
         bad_reset = await client.call_tool("reset", {"task_id": "no_such_task"})
         assert bad_reset.is_error is True and "unknown task" in bad_reset.content[0].text
+        dense = await client.call_tool("reset", {"task_id": "easy", "reward_mode": "dense"})
+        assert dense.is_error is True and "reward_mode is not an argument" in dense.content[0].text
         await client.call_tool("reset", {"task_id": "easy", "seed": 4})
         missing = await client.call_tool("declare", {"target": "db"})
         assert missing.is_error is True and "severity" in missing.content[0].text

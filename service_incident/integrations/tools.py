@@ -77,10 +77,17 @@ ACTION_TOOLS: tuple[ToolSpec, ...] = _action_tools()
 TOOLS_BY_NAME: dict[str, ToolSpec] = {spec.name: spec for spec in ACTION_TOOLS}
 
 
+# Reset fields a model calling the tool may not set, and why.
+RESET_WITHHELD: dict[str, str] = {
+    "episode_id": "the session owns its episode",
+    # Dense shaping is paid from the truth; a model playing through tools is paid at the end.
+    "reward_mode": "a model playing through tools is paid at the end only (dense shaping would judge for it)",
+}
+
+
 def _reset_tool() -> ToolSpec:
     _, components = msgspec.json.schema_components([ResetRequest], ref_template="#/$defs/{name}")
-    # The session that calls the tool owns the episode, so the episode's id is not the caller's to choose.
-    spec = _spec("reset", ResetRequest, components[ResetRequest.__name__], frozenset({"episode_id"}))
+    spec = _spec("reset", ResetRequest, components[ResetRequest.__name__], frozenset(RESET_WITHHELD))
     description = "Start a new incident (ends the current one): you are paged and see its first telemetry."
     return ToolSpec(spec.name, description, spec.input_schema, ResetRequest)
 
