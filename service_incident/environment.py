@@ -14,6 +14,7 @@ from .holdout import KEY_SETTING, HoldoutKey
 from .models import (
     Action,
     ActionRecord,
+    Alert,
     Declare,
     DeclareRootCauses,
     InvalidReset,
@@ -73,6 +74,7 @@ class _Episode:
     score: float | None = None
     breakdown: dict[str, float] | None = None
     postmortem: Postmortem | None = None
+    paged: list[Alert] = field(default_factory=list)
 
     @property
     def step(self) -> int:
@@ -364,6 +366,10 @@ class ServiceIncidentEnvironment:
         episode.paid.append(paid)
         incident, task = episode.world.incident, episode.task
         alerts = episode.telemetry.alerts(episode.step)
+        if alerts is not episode.paged:
+            # Pages are seen facts (quoting them dilutes nothing) but a view of no service: they earn nothing.
+            episode.paged = alerts
+            episode.ledger.observe(" ".join(f"{a.service} {a.summary}" for a in alerts), frozenset())
         views = episode.views
         observation = Observation(
             task_id=task.id,

@@ -59,7 +59,29 @@ SCORE_CEIL = 0.99
 # count.
 RATIONALE_CITES = 3
 
-_EVIDENCE_TOKEN = re.compile(r"\b(?:\w+=[\w.%/:-]+|\d+(?:\.\d+)?%?|[A-Z][A-Z_]{3,}\w*)")
+_EVIDENCE_TOKEN = re.compile(r"(?<![\d:])\d{1,2}:\d{2}|\b(?:\w+=[\w.%/:-]+|\d+(?:\.\d+)?%?|[A-Z][A-Z_]{3,}\w*)")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?%?")
+
+
+def _significant(token: str) -> tuple[float, int] | None:
+    """A number as cited, and its significant digits: "2800" is 2.8e3 to two digits, "99%" is 99."""
+    if not _NUMBER.fullmatch(token):
+        return None
+    digits = token.rstrip("%")
+    figures = len(digits.replace(".", "").lstrip("0")) if "." in digits else len(digits.strip("0") or "0")
+    return float(digits), max(1, figures)
+
+
+def _quotes(cited: str, observed: set[str], numbers: list[float]) -> bool:
+    """Whether a cited fact is one observed: the same token, or a number rounded as engineers round
+    (2812.2 cited as 2800, 99.2% as 99%)."""
+    if cited in observed:
+        return True
+    number = _significant(cited)
+    if number is None:
+        return False
+    value, figures = number
+    return any(float(f"{x:.{figures}g}") == value for x in numbers)
 
 
 @dataclass(slots=True)
@@ -114,8 +136,10 @@ def paid(dense: float, mode: str, done: bool, ledger: Ledger) -> float:
     return round(sum(ledger.rewards), 6) if done else 0.0
 
 
-def rationale_credit(rationales: Iterable[str], observed: Iterable[str]) -> float:
-    """Credit for rationales that cite facts the agent saw; invented facts dilute it.
+def rationale_credit(rationales: Iterable[str], observed: Iterable[tuple[frozenset[str], str]],
+                     roots: frozenset[str]) -> float:
+    """Credit for rationales that cite facts the agent saw in a view of one of `roots`; facts never
+    seen anywhere (invented) dilute it, true facts from elsewhere do not.
 
     Words alone earn nothing: only values, identifiers and key=value facts count, so stuffing a
     rationale with keywords cannot pay.
@@ -123,8 +147,16 @@ def rationale_credit(rationales: Iterable[str], observed: Iterable[str]) -> floa
     cited = {token for text in rationales for token in _EVIDENCE_TOKEN.findall(text)}
     if not cited:
         return 0.0
-    seen = len(cited & {token for text in observed for token in _EVIDENCE_TOKEN.findall(text)})
-    return min(1.0, seen / RATIONALE_CITES) * seen / len(cited)
+    seen: set[str] = set()
+    of_roots: set[str] = set()
+    for shown, text in observed:
+        tokens = set(_EVIDENCE_TOKEN.findall(text))
+        numbers = [float(t.rstrip("%")) for t in tokens if _NUMBER.fullmatch(t)]
+        quoted = {fact for fact in cited - (of_roots if shown & roots else seen) if _quotes(fact, tokens, numbers)}
+        seen |= quoted
+        if shown & roots:
+            of_roots |= quoted
+    return min(1.0, len(of_roots) / RATIONALE_CITES) * len(seen) / len(cited)
 
 
 def final_score(
@@ -149,8 +181,7 @@ def final_score(
         "evidence": root_share * len(ledger.evidence & found) / len(found) if found else 0.0,
         "efficiency": (1.0 if restored else root_share) * (1.0 - (steps - 1) / max_steps),
         "rationale": (
-            root_share * rationale_credit(ledger.rationales, (text for shown, text in ledger.observed if shown & found))
-            if "rationale" in weights else 0.0
+            root_share * rationale_credit(ledger.rationales, ledger.observed, found) if "rationale" in weights else 0.0
         ),
     }
     parts = {name: weight * earned[name] for name, weight in weights.items()}

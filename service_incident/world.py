@@ -59,6 +59,13 @@ P0_LATENCY_MS = 5000.0
 P1_ERROR_RATE = 0.05
 P1_LATENCY_MS = 1500.0
 SEVERITIES: tuple[Severity, ...] = ("P2", "P1", "P0")
+# The rubric as agents read it (prompts, tool schemas).
+SEVERITY_RUBRIC = (
+    f"P0 when a user-facing service fails at least {P0_ERROR_RATE:.0%} of requests, or its p99 latency is at "
+    f"least {P0_LATENCY_MS:.0f} ms, or a system of record ({' or '.join(f'a {kind}' for kind in RECORD_KINDS)}) "
+    f"refuses or loses writes; P1 when it fails at least {P1_ERROR_RATE:.0%} of requests or its p99 is at least "
+    f"{P1_LATENCY_MS:.0f} ms; P2 otherwise."
+)
 
 
 # Kept: views draw the same keys on every look (pods, versions, phrasings). Typed, so that 1 and 1.0,

@@ -72,8 +72,12 @@ def test_a_rationale_is_credited_only_for_facts_seen_in_a_named_root() -> None:
             1
         ]["rationale"]
 
+    full = scoring.WEIGHTS["response"]["rationale"]
     assert rationale("api shows error_rate=5.2% and p99=812ms") == 0.0
-    assert rationale("db pool_size=20 with waiting=57 and wait_ms=4100") == scoring.WEIGHTS["response"]["rationale"]
+    assert rationale("db pool_size=20 with waiting=57 and wait_ms=4100") == full
+    # True facts from elsewhere dilute nothing; invented ones do.
+    assert rationale("api error_rate=5.2%", "db pool_size=20 with waiting=57 and wait_ms=4100") == full
+    assert 0 < rationale("db pool_size=20 with waiting=57 and wait_ms=4100 after 3 restarts=9") < full
 
 
 def test_the_page_alone_earns_no_rationale_credit() -> None:

@@ -33,7 +33,7 @@ from msgspec import Struct
 from ..integrations.tools import TOOLS_BY_NAME
 from ..models import ACTION_TYPES, Action, InvalidAction, Observation, parse_action
 from ..tasks import find_task
-from ..world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS
+from ..world import SEVERITY_RUBRIC
 from .evaluation import EndpointFailure, EpisodeSpec, Policy, Turn
 
 if TYPE_CHECKING:
@@ -276,21 +276,23 @@ def action_tool(name: str) -> dict[str, Any]:
 
 def system_prompt(task: str, actions: list[str], reply: Reply = "text") -> str:
     if reply == "tools":
-        answer = 'Answer every turn by calling exactly one tool, one tool per action. A short "rationale" is welcome.'
+        answer = (
+            'Answer every turn by calling exactly one tool, one tool per action. A short "rationale" is welcome '
+            "(required where the task says so)."
+        )
     else:
         schemas = "\n".join(json.dumps(action_schema(name)) for name in actions if name in _BY_NAME)
         answer = f"""Answer every turn with exactly one action: a single JSON object, no other text, matching one of
-these JSON Schemas (the field "action" selects which). A short "rationale" is welcome.
+these JSON Schemas (the field "action" selects which). A short "rationale" is welcome (required where
+the task says so).
 {schemas}"""
     return f"""You are the on-call site reliability engineer and you have just been paged.
 {task}
 
 Nothing is visible until you look: inspect the services you choose, follow the evidence from the
 paged services to the root cause (not every clue is true), remediate if the task allows it, then
-declare. Severity follows user-facing impact:
-P0 when a user-facing service fails at least {P0_ERROR_RATE:.0%} of requests, or its p99 latency is at
-least {P0_LATENCY_MS:.0f} ms, or a datastore refuses or loses writes; P1 when it fails at least
-{P1_ERROR_RATE:.0%} of requests or p99 is at least {P1_LATENCY_MS:.0f} ms; P2 otherwise.
+answer as the task says. Severity follows user-facing impact:
+{SEVERITY_RUBRIC}
 
 {answer}"""
 

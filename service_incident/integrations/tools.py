@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from service_incident.models import ACTION_TYPES, ResetRequest
-from service_incident.world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS
+from service_incident.world import SEVERITY_RUBRIC
 
 # Accepted on every action because OpenEnv's pydantic actions always send it, and ignored: a caller
 # has nothing to put there, so it is no argument of a tool.
@@ -24,12 +24,7 @@ HIDDEN_FIELDS = frozenset({"metadata"})
 ARGUMENT_NOTES: dict[str, str] = {
     "target": "The service to act on, by its name as listed in the observation's services.",
     "targets": "Every root-cause service, by name.",
-    "severity": (
-        f"The incident severity, from user-facing impact: P0 when a user-facing service fails at least "
-        f"{P0_ERROR_RATE:.0%} of requests, or its p99 latency is at least {P0_LATENCY_MS:.0f} ms, or a datastore "
-        f"refuses or loses writes; P1 when it fails at least {P1_ERROR_RATE:.0%} of requests or its p99 is at "
-        f"least {P1_LATENCY_MS:.0f} ms; P2 otherwise."
-    ),
+    "severity": f"The incident severity, from user-facing impact: {SEVERITY_RUBRIC}",
     "additional_targets": "Further root-cause services, when more than one is at fault.",
     "rationale": "Why you take this action, citing what you observed. Required in some tasks.",
     "task_id": "The task to play (see GET /tasks); the default task when omitted.",
