@@ -78,6 +78,10 @@ def test_a_rationale_is_credited_only_for_facts_seen_in_a_named_root() -> None:
     # True facts from elsewhere dilute nothing; invented ones do.
     assert rationale("api error_rate=5.2%", "db pool_size=20 with waiting=57 and wait_ms=4100") == full
     assert 0 < rationale("db pool_size=20 with waiting=57 and wait_ms=4100 after 3 restarts=9") < full
+    # Numbers count as engineers round them, times as clocks print them; not any number near one seen.
+    ledger.observe("db: 2812.2 req/s, p99 1740 ms since 13:54:01", frozenset({"db"}))
+    assert rationale("db at 2800 req/s and p99 1740 ms since 13:54") == full
+    assert rationale("db at 2900 req/s and p99 1800 ms since 13:55") == 0.0
 
 
 def test_the_page_alone_earns_no_rationale_credit() -> None:
