@@ -3,8 +3,9 @@
 For generated tasks every reset draws a fresh training incident, so reset includes generation.
 Prints median and p99 microseconds per call for every task (the expert's moves: traces, metric
 history and health included), for 15-service training incidents alone, and for the 15-service
-incidents of the frozen evaluation set reset by id (no generation).
-    python bench/bench_core.py [--episodes N]
+incidents of the frozen evaluation set reset by id (no generation). `--clock cpu` times the
+process's CPU time instead of the wall clock: on a shared machine, other work then inflates nothing.
+    python bench/bench_core.py [--episodes N] [--clock wall|cpu]
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 
 from service_incident import dataset
 from service_incident.environment import ServiceIncidentEnvironment
@@ -25,8 +27,11 @@ def percentile(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
 def measure(
-    task_id: str, episodes: int, incidents: list[str] | None = None
+    task_id: str, episodes: int, clock: Callable[[], float], incidents: list[str] | None = None
 ) -> tuple[list[tuple[int, float]], list[float]]:
     """(service count, reset seconds) per episode, and the seconds of every step the expert takes."""
     env = ServiceIncidentEnvironment()
@@ -34,15 +39,15 @@ def measure(
     steps: list[float] = []
     for seed in range(episodes):
         incident_id = incidents[seed % len(incidents)] if incidents else None
-        started = time.perf_counter()
+        started = clock()
         obs = env.reset(task_id=task_id, seed=seed, incident_id=incident_id)
-        resets.append((len(obs.services), time.perf_counter() - started))
+        resets.append((len(obs.services), clock() - started))
         agent = ExpertAgent()
         while not obs.done:
             action = agent.act(obs)
-            started = time.perf_counter()
+            started = clock()
             obs = env.step(action)
-            steps.append(time.perf_counter() - started)
+            steps.append(clock() - started)
     return resets, steps
 
 
@@ -55,19 +60,21 @@ def row(label: str, resets: list[float], steps: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=1000, help="episodes per task")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall", help="what a call's time is")
     args = parser.parse_args()
+    clock = CLOCKS[args.clock]
     print(f"{'task':<26}{'reset p50 us':>14}{'reset p99 us':>14}{'step p50 us':>14}{'step p99 us':>14}")
     largest: list[float] = []
     for task_id in TASKS:
-        measure(task_id, 20)  # warm caches and the allocator
-        resets, steps = measure(task_id, args.episodes)
+        measure(task_id, 20, clock)  # warm caches and the allocator
+        resets, steps = measure(task_id, args.episodes, clock)
         print(row(task_id, [seconds for _, seconds in resets], steps))
         largest += [seconds for count, seconds in resets if count == MAX_SERVICES]
     if largest:
         print(row(f"{MAX_SERVICES}-service resets ({len(largest)})", largest, []))
     frozen = [i for i, incident in dataset.frozen().items() if len(incident.services) == MAX_SERVICES]
     task = next(t.id for t in TASKS.values() if frozen and frozen[0] in t.incidents)
-    resets, steps = measure(task, args.episodes, frozen)
+    resets, steps = measure(task, args.episodes, clock, frozen)
     print(row(f"{MAX_SERVICES}-service frozen ({len(frozen)})", [seconds for _, seconds in resets], steps))
 
 
