@@ -1133,7 +1133,7 @@ _DISTRACTION_LOGS: dict[str, tuple[str, ...]] = {
 }
 # How often any service shows each kind of everyday noise whether or not anything is wrong with it:
 # near the rate a red herring of that kind adds, so the lines say little about which service is at fault.
-_EVERYDAY_RATES = {"noisy_neighbour": 0.12, "flaky_errors": 0.1, "recent_deploy": 0.12}
+_EVERYDAY_RATES = {"noisy_neighbour": 0.25, "flaky_errors": 0.2, "recent_deploy": 0.25}
 # Side work of a datastore (no webhooks or exports of its own): backups, snapshots, audit streams.
 _DATASTORE_SIDE_WORK = (
     "ERROR backup upload to object storage failed: connection reset by peer bucket=backups-{hex:4}",
