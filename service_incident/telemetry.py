@@ -221,6 +221,9 @@ class _SpanSource:
     sigma: float
     own_error: float
     failure: str
+    # A red herring's minor fault fails requests of its own too, in its fault type's words.
+    minor_error: float
+    minor_failure: str
     call_error: float
 
 
@@ -435,6 +438,10 @@ class Telemetry:
             else:
                 # The change's own line comes from the pods after it.
                 groups.append(([_REMEDY_LOGS[event.remedy]], done, min(end_ms, done + 30_000), ""))
+        for kind, rate in _EVERYDAY_RATES.items():
+            # Everyday noise is everyday: any service, at fault or not, shows it at its own keyed rate.
+            if unit(incident.id, service, kind, "everyday") < rate:
+                groups.append((self._side_work_lines(kind, service, (service, "everyday")), begin_ms, end_ms, ""))
         evidence = sum(len(group[0]) for group in groups)
         routine = ROUTINE_BY_TECH.get(node.tech, profile.routine_logs)
         groups.append(([pick(rng, routine) for _ in range(max(2, LOG_LINES - evidence))], begin_ms, end_ms, ""))
@@ -555,13 +562,20 @@ class Telemetry:
         if kind == "minor_fault":
             fault = FAULTS[distraction.fault or "slow_query"]
             return self._fault_lines(fault, distraction.service, 100 + index, _MINOR_STRENGTH)
-        if kind == "flaky_errors" and self.world.plan.by_name[distraction.service].kind in OPERATIONS:
+        return self._side_work_lines(kind, distraction.service, (index,))
+
+    def _side_work_lines(self, kind: str, service: str, key: tuple[object, ...]) -> list[str]:
+        """Lines of a service's side work (a batch job, a release's reload, a failing export), in words
+        of its technology: a datastore has backups and snapshots, no webhooks."""
+        iid = self.world.incident.id
+        options = _DISTRACTION_LOGS[kind]
+        if kind == "flaky_errors" and self.world.plan.by_name[service].kind in OPERATIONS:
             options = _DATASTORE_SIDE_WORK
         if not options:
             return []
-        chosen = list(dict.fromkeys(options[int(unit(iid, index, kind, n) * len(options))] for n in range(2)))
+        chosen = list(dict.fromkeys(options[int(unit(iid, *key, kind, n) * len(options))] for n in range(2)))
         # Side work that fails retries: its lines repeat as often as a real fault's.
-        repeats = 1 + int(unit(iid, index, kind, "repeats") * 3)
+        repeats = 1 + int(unit(iid, *key, kind, "repeats") * 3)
         return [line for line in chosen for _ in range(repeats)] if kind == "flaky_errors" else chosen
 
     def metrics(self, service: str, step: int) -> Metrics:
@@ -827,6 +841,8 @@ class Telemetry:
             own_error=max(0.0, own_error),
             # What the service returns, in words several fault types share: a trace localizes, it does not classify.
             failure=SPAN_STATUS[state.mode] if state.fault_strength else "error(500)",
+            minor_error=state.minor_error,
+            minor_failure=SPAN_STATUS[state.minor_mode],
             call_error=max(0.0, state.call_failure - state.error_rate + state.side_error),
         )
 
@@ -845,8 +861,12 @@ class Telemetry:
         spans.append((depth, service, op, 0.0, "ok"))
         status = "ok"
         total = own
-        if rng.random() < source.own_error:
+        # One draw for both, so a service without a minor fault samples as it always has.
+        draw = rng.random()
+        if draw < source.own_error:
             status = source.failure
+        elif draw < source.own_error + source.minor_error * (1.0 - source.own_error):
+            status = source.minor_failure
         if depth < TRACE_DEPTH:
             for child in source.node.edges:
                 if rng.random() >= child.share:
@@ -1111,6 +1131,9 @@ _DISTRACTION_LOGS: dict[str, tuple[str, ...]] = {
     "stale_alert": (),
     "minor_fault": (),
 }
+# How often any service shows each kind of everyday noise whether or not anything is wrong with it:
+# near the rate a red herring of that kind adds, so the lines say little about which service is at fault.
+_EVERYDAY_RATES = {"noisy_neighbour": 0.25, "flaky_errors": 0.2, "recent_deploy": 0.25}
 # Side work of a datastore (no webhooks or exports of its own): backups, snapshots, audit streams.
 _DATASTORE_SIDE_WORK = (
     "ERROR backup upload to object storage failed: connection reset by peer bucket=backups-{hex:4}",

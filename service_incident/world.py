@@ -174,6 +174,10 @@ class ServiceState(msgspec.Struct, frozen=True):
     self_p99_ms: float
     # Errors of side work (batch jobs, webhooks) included in error_rate that no caller's request meets.
     side_error: float = 0.0
+    # The part of side_error a red herring's minor fault fails the service's own requests with, and how:
+    # requests a trace samples, though no caller's retry budget notices them.
+    minor_error: float = 0.0
+    minor_mode: FailureMode = "error"
     # The share of requests that fail: error_rate without the side work, what users meet.
     request_error: float = 0.0
 
@@ -633,10 +637,12 @@ class World:
                     if mode == "write" and not of_record:
                         mode = "refused"
             if name in side:
-                extra_cpu, extra_error = side[name]
+                extra_cpu, extra_error, minor_error, minor_mode = side[name]
                 cpu = max(cpu, extra_cpu)
+                if minor_mode == "write" and not of_record:
+                    minor_mode = "refused"
             else:
-                extra_error = 0.0
+                extra_error, minor_error, minor_mode = 0.0, 0.0, "error"
             if name in restarting:
                 own_ok *= 1.0 - RESTART_DISRUPTION / node.replicas * n1
             p50, p99 = self_p50, self_p99
@@ -697,6 +703,8 @@ class World:
                 self_p50_ms=self_p50,
                 self_p99_ms=self_p99,
                 side_error=extra_error,
+                minor_error=minor_error,
+                minor_mode=minor_mode,
                 request_error=request_error,
             )
         return states
@@ -726,24 +734,29 @@ def distraction_onset(incident_id: str, index: int) -> int:
 _SIDE_KINDS = frozenset({"noisy_neighbour", "flaky_errors", "minor_fault"})
 
 
-def _side_effects(side: tuple[tuple[Distraction, int, float], ...], step: int) -> dict[str, tuple[float, float]]:
-    """CPU and side-path error rates that red herrings add, by service."""
-    found: dict[str, tuple[float, float]] = {}
+def _side_effects(
+    side: tuple[tuple[Distraction, int, float], ...], step: int,
+) -> dict[str, tuple[float, float, float, FailureMode]]:
+    """CPU and side-path error rates that red herrings add, by service, with a minor fault's share of
+    those errors and how its requests fail."""
+    found: dict[str, tuple[float, float, float, FailureMode]] = {}
     for d, start, strength in side:
         if step < start:
             continue
-        cpu, error = found.get(d.service, (0.0, 0.0))
+        cpu, error, minor, mode = found.get(d.service, (0.0, 0.0, 0.0, "error"))
         if d.kind == "noisy_neighbour":
             cpu = max(cpu, 60.0 + 38.0 * strength)
         elif d.kind == "minor_fault":
             # A real fault, weak and on a side path: its own signals show, its callers do not suffer.
             kind = FAULTS[d.fault or "slow_query"]
-            error = max(error, kind.error_rate * 0.25 * strength)
+            minor = max(minor, kind.error_rate * 0.25 * strength)
+            error = max(error, minor)
+            mode = kind.failure if minor > 0.0 else mode
             cpu = max(cpu, (kind.cpu_pct or 0.0) * 0.8 * strength)
         else:
             # Failures on a side path (a batch job, a partner webhook) that callers never hit.
             error = max(error, 0.03 + 0.4 * strength)
-        found[d.service] = (cpu, error)
+        found[d.service] = (cpu, error, minor, mode)
     return found
 
 

@@ -253,3 +253,45 @@ def test_words_fit_the_technology_and_callers_feel_their_dependencies(difficulty
             for _, _, _, age in _health(text).listed.values():
                 # No pod is older than the release it runs.
                 assert clock(world, 0) - timedelta(seconds=age) >= _at(newest), (name, text)
+
+
+_EVERYDAY = re.compile(r"config reloaded|cpu throttled|background compaction|nightly report|batch job reindex"
+                       r"|job=nightly-export|partner webhook|audit stream|backup upload|scheduled snapshot")
+
+
+def _originating(traces: str, service: str) -> set[str]:
+    """Statuses of a service's failing spans none of whose children failed: where a failure starts."""
+    spans = [(len(line) - len(line.lstrip()), line.split()) for line in traces.splitlines()
+             if not line.startswith("trace ")]
+    found = set()
+    for index, (indent, words) in enumerate(spans):
+        if words[0] != service or not words[-1].startswith("error(") or "upstream" in words[-1]:
+            continue
+        children = []
+        for deeper, below in spans[index + 1:]:
+            if deeper <= indent:
+                break
+            children += [below[-1]] if deeper == indent + 2 else []
+        if all(status == "ok" for status in children):
+            found.add(words[-1])
+    return found
+
+
+def test_everyday_noise_and_failing_spans_do_not_tell_roots_from_red_herrings() -> None:
+    """Everyday lines show on roots as on other services, and a red herring's minor fault that fails
+    requests starts failing spans of its own, with the same statuses a root's can have."""
+    noisy_roots = 0
+    herring_statuses: set[str] = set()
+    for seed in range(120):
+        incident = generate("hard", seed=3_100_000 + seed)
+        world = World(incident)
+        telemetry = Telemetry(world, seed)
+        roots = {fault.service for fault in incident.faults}
+        noisy_roots += sum(bool(_EVERYDAY.search(telemetry.logs(root, 0))) for root in roots)
+        state = world.states_at(0)
+        for distraction in incident.distractions:
+            service = distraction.service
+            if distraction.kind == "minor_fault" and service not in roots and state[service].minor_error > 0.1:
+                herring_statuses |= _originating(telemetry.traces(service, 0), service)
+    assert noisy_roots >= 10
+    assert {"error(500)", "error(503)"} <= herring_statuses, herring_statuses

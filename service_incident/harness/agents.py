@@ -47,6 +47,10 @@ _LOUD = frozenset({"CRIT", "PANIC", "FATAL", "ERROR", "WARN"})
 _BLAME = re.compile(r'\b(?:upstream=|host=)([\w.-]+?)(?:\.svc\.cluster\.local:\d+)?(?=[\s"]|$)')
 _DEPENDENCY_WORDS = ("upstream=", "host=", 'call="', "deadline exceeded", "circuit breaker", "connection refused",
                      "connection reset", "rejected credentials", "write failed", "upstream returned")
+# Side work every service does now and then (batch jobs, exports, webhooks, backups, a throttled
+# period): its failures are on paths no user request takes, so they say nothing about a page.
+_SIDE_WORK_WORDS = ("job=", "webhook", "export job", "object storage", "scheduled snapshot", "audit stream",
+                    "cpu throttled")
 _SPAN = re.compile(r" (\d+)ms (\S.*)$")
 # A span spending this long in its own code is where a latency fault lives.
 SLOW_SPAN_MS = 900
@@ -80,7 +84,7 @@ def user_impact(observation: Observation) -> tuple[float, float]:
 
 
 def _flagged(line: str) -> bool:
-    return level(line) in _LOUD
+    return level(line) in _LOUD and not any(word in line for word in _SIDE_WORK_WORDS)
 
 
 def own_trouble(log_text: str) -> list[str]:
