@@ -109,15 +109,17 @@ class ServiceIncidentEnvironment:
             seed = random.SystemRandom().randrange(MAX_SEED)
         elif isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
             raise InvalidReset(f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}")
-        try:
-            incident = resolve_incident(task, incident_id, seed, self._holdout)
-        except KeyError:
-            raise InvalidReset(f"incident {incident_id!r} is not part of task {task.id!r}") from None
         if reward_mode not in ("final", "dense"):
             raise InvalidReset(f"reward_mode must be 'final' or 'dense', got {reward_mode!r}")
         if task.held_out and reward_mode == "dense":
             # Dense shaping is paid from the truth (which inspection showed a root): an oracle.
             raise InvalidReset(f"task {task.id!r} is held out: its reward is paid at the end only ('final')")
+        try:
+            incident = resolve_incident(task, incident_id, seed, self._holdout)
+        except KeyError:
+            raise InvalidReset(f"incident {incident_id!r} is not part of task {task.id!r}") from None
+        except ValueError as exc:  # the generator found no incident for this seed (the message names no seed)
+            raise InvalidReset(str(exc)) from None
         world = World(incident)
         telemetry = Telemetry(world, seed)
         episode = _Episode(

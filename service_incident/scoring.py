@@ -72,16 +72,20 @@ def _significant(token: str) -> tuple[float, int] | None:
     return float(digits), max(1, figures)
 
 
-def _quotes(cited: str, observed: set[str], numbers: list[float]) -> bool:
+def _quotes(cited: str, observed: set[str], numbers: list[str]) -> bool:
     """Whether a cited fact is one observed: the same token, or a number rounded as engineers round
-    (2812.2 cited as 2800, 99.2% as 99%)."""
+    (2812.2 cited as 2800, 99.2% as 99%): to two significant digits at least, so that a list of
+    round numbers ("1 2 5 10 100") quotes nothing, and a percentage only as a percentage."""
     if cited in observed:
         return True
     number = _significant(cited)
-    if number is None:
+    if number is None or number[1] < 2:
         return False
     value, figures = number
-    return any(float(f"{x:.{figures}g}") == value for x in numbers)
+    percent = cited.endswith("%")
+    return any(
+        x.endswith("%") == percent and float(f"{float(x.rstrip('%')):.{figures}g}") == value for x in numbers
+    )
 
 
 @dataclass(slots=True)
@@ -151,7 +155,7 @@ def rationale_credit(rationales: Iterable[str], observed: Iterable[tuple[frozens
     of_roots: set[str] = set()
     for shown, text in observed:
         tokens = set(_EVIDENCE_TOKEN.findall(text))
-        numbers = [float(t.rstrip("%")) for t in tokens if _NUMBER.fullmatch(t)]
+        numbers = [t for t in tokens if _NUMBER.fullmatch(t)]
         quoted = {fact for fact in cited - (of_roots if shown & roots else seen) if _quotes(fact, tokens, numbers)}
         seen |= quoted
         if shown & roots:

@@ -727,7 +727,7 @@ class Telemetry:
                 features = [entry for entry in CHANGED_FILES if entry[0]]
                 note, touched = features[int(unit(incident.id, service, index, "vocab") * len(features))]
                 draw = unit(incident.id, service, "notes")
-                if note is None or draw >= 0.4:
+                if draw >= 0.4:
                     note = _RELEASE_NOTES[int(draw * len(_RELEASE_NOTES))]
                 entries.append((moment, f"deploy {current}: {note} by ci-bot{self._files(service, touched, index)}"))
                 changed = True

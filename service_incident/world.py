@@ -432,8 +432,10 @@ class World:
 
     def shared_pages(self, step: int) -> dict[int, list[Any]] | None:
         """Where the pages of an untouched step are kept for every episode of the incident (None once
-        a remedy has changed this world at or before that step)."""
-        return None if self._cache._own(step) else _PAGES.setdefault(self._cache.key, {})
+        a remedy has changed this world at or before that step, or once the incident's shared states
+        were evicted: pages kept then would outlive their eviction)."""
+        key = self._cache.key
+        return None if self._cache._own(step) or key not in _PREPAGE else _PAGES.setdefault(key, {})
 
     def _prepage(self) -> dict[int, dict[str, ServiceState]]:
         """States before any remedy depend on the incident alone: shared by every episode that plays it."""

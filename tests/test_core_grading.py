@@ -82,6 +82,10 @@ def test_a_rationale_is_credited_only_for_facts_seen_in_a_named_root() -> None:
     ledger.observe("db: 2812.2 req/s, p99 1740 ms since 13:54:01", frozenset({"db"}))
     assert rationale("db at 2800 req/s and p99 1740 ms since 13:54") == full
     assert rationale("db at 2900 req/s and p99 1800 ms since 13:55") == 0.0
+    # Round numbers quote nothing, and a percentage only a percentage.
+    ledger.observe("db: 1.2 req/s, 5.3 ms, 99.2% cpu, 0.41% errors, 97 connections", frozenset({"db"}))
+    assert rationale("db 1 2 5 10 100") == 0.0
+    assert rationale("db cpu 99 and errors 0.41 and 97%") == 0.0
 
 
 def test_the_page_alone_earns_no_rationale_credit() -> None:

@@ -30,7 +30,6 @@ ARGUMENT_NOTES: dict[str, str] = {
     "task_id": "The task to play (see GET /tasks); the default task when omitted.",
     "seed": "Seed of the incident drawn and of its telemetry; a random one when omitted.",
     "incident_id": "A specific incident of the task, instead of one drawn by the seed.",
-    "reward_mode": "final: the whole return on the last step (evaluation); dense: per-step shaping (training).",
 }
 
 
