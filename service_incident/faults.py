@@ -267,7 +267,7 @@ FAULTS: Mapping[str, FaultType] = {
         FaultType(
             "cache_eviction", ("cache",),
             {
-                "redis": (("WARN maxmemory reached ({int:4:8}gb); evicted_keys={int:40000:90000} in last 60s",
+                "redis": (("WARN maxmemory reached ({maxmemory}); evicted_keys={int:40000:90000} in last 60s",
                            "INFO keyspace_hits_ratio=0.{int:20:45}"),),
                 "*": (("WARN evictions={int:40000:90000} in last 60s, limit_maxbytes reached",
                        "INFO get_hits ratio 0.{int:20:45}"),),
@@ -279,7 +279,7 @@ FAULTS: Mapping[str, FaultType] = {
             {"*": (
                 ("WARN provider responded 429 Too Many Requests retry_after={int:20:120}s",
                  "WARN retry budget exhausted for {int:20:90} requests to provider"),
-                ("WARN rate limited by partner API (quota {int:100:600}/min), backing off",
+                ("WARN rate limited by partner API (quota {quota}/min), backing off",
                  "ERROR req={hex:8} \"{endpoint}\" status=503 err=\"provider quota exceeded\""),
             )},
             # Shedding load is for overload: the partner's quota is not raised by sending it less at normal traffic.

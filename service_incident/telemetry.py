@@ -496,7 +496,10 @@ class Telemetry:
             "host": f"{service}.internal",
             "canary": f"{service}-canary-{_hexkey(incident.id, service, 'canary')[:5]}",
             "container": service,
+            # Settings of the service: the same on every line and every pod.
             "max_conn": str(100 * (1 + int(unit(incident.id, service, "maxconn") * 4))),
+            "maxmemory": f"{4 + int(unit(incident.id, service, 'maxmemory') * 5)}gb",
+            "quota": str(100 + 50 * int(unit(incident.id, service, "quota") * 11)),
             "client": callers[int(unit(incident.id, service, "client") * len(callers))],
             "ip": pods[0].ip if pods else "10.0.0.1",
         }

@@ -22,6 +22,8 @@ _POD = re.compile(r"^  pod (\S+) pid=(\d+) status=(.+?) restarts=(\d+) age=(\S+)
 _AGO = re.compile(r"^  (\S+) ago (.*)$")
 _CRASH = re.compile(r"signal 11|SIGSEGV|status=139|OutOfMemoryError|MemoryError|heap out of memory")
 _LIMIT = re.compile(r"(\d+)Mi (?:limit|used)|limit \((\d+)Mi\)|of (\d+)Mi")
+# A service's settings, which every line and every pod of it states alike.
+_SETTING = re.compile(r"maxmemory reached \((\w+)\)|quota (\d+)/min|limit \((\d+)Mi\)")
 _HTTP_WORK = re.compile(r"webhook|job=|status=[2-5]\d\d\b|returned 50\d|x509|provider|HTTP")
 
 
@@ -79,6 +81,7 @@ class Watch:
         self.world, self.telemetry, self.service = world, telemetry, service
         self.pods: dict[int, Pods] = {}
         self.stopped: dict[str, datetime] = {}
+        self.settings: set[tuple[int, str]] = set()
         incident = world.incident
         tech = world.plan.by_name[service].tech
         borrowed = {d.fault for d in incident.distractions if d.service == service}
@@ -113,6 +116,8 @@ class Watch:
         logs = telemetry.logs(service, step)
         limits = {int(next(g for g in m.groups() if g)) for m in _LIMIT.finditer(logs + text)}
         assert len(limits) <= 1, (logs, text)
+        self.settings |= {(i, g) for m in _SETTING.finditer(logs) for i, g in enumerate(m.groups()) if g}
+        assert len(self.settings) == len({i for i, _ in self.settings}), (service, self.settings)
         for line in logs.splitlines():
             self._check_line(line, now, page)
         if world.plan.by_name[service].kind == "database":
