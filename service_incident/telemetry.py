@@ -318,7 +318,11 @@ class Telemetry:
         born = clock(world, rollouts[-1]) if rollouts else None
         scale_ups = sum(1 for e in world.history if e.service == service and e.remedy == "scale_up" and e.step <= step)
         replicas = node.replicas * 2**scale_ups
-        template = _hexkey(iid, service, "rs", self.version(service, step))[:5] + "9"
+        # A restart is a new pod template (its restartedAt annotation), so a new ReplicaSet and hash; a
+        # rollback returns to the previous release's template.
+        restarted = sum(1 for e in world.history if e.service == service and e.remedy == "restart" and e.step <= step)
+        template = _hexkey(iid, service, "rs", self.version(service, step), *([restarted] if restarted else []))[:5]
+        template += "9"
         crash = self._crash(service)
         sick: dict[int, int] = {}  # how many pods' containers crash, by step
         if crash is not None:

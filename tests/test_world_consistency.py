@@ -300,3 +300,24 @@ def test_everyday_noise_and_failing_spans_do_not_tell_roots_from_red_herrings() 
                 herring_statuses |= _originating(telemetry.traces(service, 0), service)
     assert noisy_roots >= 10
     assert {"error(500)", "error(503)"} <= herring_statuses, herring_statuses
+
+
+def test_a_restart_rolls_out_a_new_replica_set_and_a_scale_up_keeps_it() -> None:
+    """Pod names carry their ReplicaSet's hash: a rollout restart changes the pod template, so the hash;
+    adding replicas does not."""
+    incident = _incident("memory_leak", 5)
+    root = incident.faults[0].service
+    world = World(incident)
+    telemetry = Telemetry(world, seed=5)
+
+    def replica_sets(step: int) -> set[str]:
+        return {pod.name.rsplit("-", 2)[1] for pod in telemetry.pods(root, step)}
+
+    before = replica_sets(0)
+    world.advance()
+    world.remediate("scale_up", root)
+    assert replica_sets(1) == before and len(telemetry.pods(root, 1)) > len(telemetry.pods(root, 0))
+    world.advance()
+    world.remediate("restart", root)
+    restarted = replica_sets(2)
+    assert len(restarted) == 1 and restarted != before
