@@ -576,8 +576,8 @@ class Telemetry:
         of its technology: a datastore has backups and snapshots, no webhooks."""
         iid = self.world.incident.id
         options = _DISTRACTION_LOGS[kind]
-        if kind == "flaky_errors" and self.world.plan.by_name[service].kind in OPERATIONS:
-            options = _DATASTORE_SIDE_WORK
+        if self.world.plan.by_name[service].kind in OPERATIONS:
+            options = _DATASTORE_WORK.get(kind, options)
         if not options:
             return []
         chosen = list(dict.fromkeys(options[int(unit(iid, *key, kind, n) * len(options))] for n in range(2)))
@@ -1141,12 +1141,19 @@ _DISTRACTION_LOGS: dict[str, tuple[str, ...]] = {
 # How often any service shows each kind of everyday noise whether or not anything is wrong with it:
 # near the rate a red herring of that kind adds, so the lines say little about which service is at fault.
 _EVERYDAY_RATES = {"noisy_neighbour": 0.25, "flaky_errors": 0.2, "recent_deploy": 0.25}
-# Side work of a datastore (no webhooks or exports of its own): backups, snapshots, audit streams.
-_DATASTORE_SIDE_WORK = (
-    "ERROR backup upload to object storage failed: connection reset by peer bucket=backups-{hex:4}",
-    "WARN scheduled snapshot {hex:6} failed: deadline exceeded after {int:1000:5000}ms, will retry",
-    "ERROR audit stream shipping to analytics failed: connection refused host=audit-sink.internal",
-)
+# A datastore's own side work (no webhooks, exports, reports or reindexing jobs of its own): backups,
+# snapshots, audit streams, compaction.
+_DATASTORE_WORK: dict[str, tuple[str, ...]] = {
+    "flaky_errors": (
+        "ERROR backup upload to object storage failed: connection reset by peer bucket=backups-{hex:4}",
+        "WARN scheduled snapshot {hex:6} failed: deadline exceeded after {int:1000:5000}ms, will retry",
+        "ERROR audit stream shipping to analytics failed: connection refused host=audit-sink.internal",
+    ),
+    "noisy_neighbour": (
+        "INFO background compaction in progress ({int:20:80}% done)",
+        "WARN cpu throttled for {int:10:40}% of the last period",
+    ),
+}
 
 _REMEDY_LOGS = {
     "restart": "INFO received SIGTERM, shutting down; replacement pod passed readiness",

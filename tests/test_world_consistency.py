@@ -24,7 +24,7 @@ _CRASH = re.compile(r"signal 11|SIGSEGV|status=139|OutOfMemoryError|MemoryError|
 _LIMIT = re.compile(r"(\d+)Mi (?:limit|used)|limit \((\d+)Mi\)|of (\d+)Mi")
 # A service's settings, which every line and every pod of it states alike.
 _SETTING = re.compile(r"maxmemory reached \((\w+)\)|quota (\d+)/min|limit \((\d+)Mi\)")
-_HTTP_WORK = re.compile(r"webhook|job=|status=[2-5]\d\d\b|returned 50\d|x509|provider|HTTP")
+_HTTP_WORK = re.compile(r"webhook|job=|status=[2-5]\d\d\b|returned 50\d|x509|provider|HTTP|batch job|nightly report")
 
 
 def _seconds(age: str) -> int:
@@ -242,7 +242,7 @@ def test_words_fit_the_technology_and_callers_feel_their_dependencies(difficulty
             node = world.plan.by_name[spec.name]
             logs = telemetry.logs(spec.name, 0)
             if spec.kind in (*RECORD_KINDS, "cache"):
-                # A datastore or broker has no webhooks, export jobs or HTTP statuses of its own.
+                # A datastore or broker has no webhooks, export, report or reindexing jobs or HTTP statuses of its own.
                 assert not _HTTP_WORK.search(logs), (spec.name, node.tech, logs)
             # Callers of a datastore never say it answered with an HTTP status.
             assert not re.search(r":(3306|5432|6379|11211|9092|5672)\S* .*returned 50\d", logs), logs
