@@ -67,6 +67,7 @@ class _Episode:
     views: dict[str, dict[str, str]] = field(default_factory=dict)
     metrics: dict[str, Metrics] = field(default_factory=dict)
     history: list[ActionRecord] = field(default_factory=list)
+    paged: list[Alert] = field(default_factory=list)
     diagnostic: str | None = None
     ledger: scoring.Ledger = field(default_factory=scoring.Ledger)
     paid: list[float] = field(default_factory=list)
@@ -74,7 +75,6 @@ class _Episode:
     score: float | None = None
     breakdown: dict[str, float] | None = None
     postmortem: Postmortem | None = None
-    paged: list[Alert] = field(default_factory=list)
 
     @property
     def step(self) -> int:

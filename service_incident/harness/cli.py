@@ -149,10 +149,15 @@ def selected_tasks(names: list[str] | None) -> list[Task]:
     return [t for t in catalogue(held_out=True) if t.id in names or t.suite in names]
 
 
+def holdout_key() -> str | None:
+    """The key of the held-out tasks for a run played here, from the environment of the run."""
+    return os.environ.get(KEY_SETTING) or None
+
+
 def check_holdout_key(tasks: list[Task], args: argparse.Namespace) -> None:
     """Held-out tasks played here (in-process or on the embedded server) need the key in the environment
     of the run; ValueError saying what is wrong. A server given by URL has a key of its own, or not."""
-    key = os.environ.get(KEY_SETTING) or None
+    key = holdout_key()
     held_out = [t.id for t in tasks if t.held_out]
     if not held_out or args.env_url is not None:
         return
@@ -248,7 +253,7 @@ class Unreachable(Exception):
 async def environment(args: argparse.Namespace) -> AsyncIterator[Sessions]:
     """Where the run plays, checked by opening one session before any episode starts."""
     if args.in_process:
-        yield InProcess(os.environ.get(KEY_SETTING) or None)
+        yield InProcess(holdout_key())
         return
     async with AsyncExitStack() as stack:
         try:
@@ -339,7 +344,7 @@ def run_header(args: argparse.Namespace, records: list[EpisodeRecord], settings:
     ]
     held_out = sorted({r.task for r in records if report.held_out(r)})
     if held_out:
-        key = os.environ.get(KEY_SETTING)
+        key = holdout_key()
         named = ("the key's fingerprint is the server's `holdout_fingerprint` at /health" if args.env_url
                  else f"key fingerprint `{fingerprint(key)}`" if key else "key unknown")
         lines.append(f"- held-out tasks {', '.join(held_out)}: {named}")
