@@ -165,10 +165,8 @@ class ServiceIncidentEnvironment:
             reward, message = self._inspect(episode, action)
         elif action.kind == "remedy":
             # A remediation action's tag is the remedy it applies.
-            outcome = episode.world.remediate(name, action.target)  # type: ignore[arg-type, union-attr]
-            reward = scoring.remedy_reward(outcome)
-            if outcome != "heals":
-                episode.ledger.waste += 1
+            episode.world.remediate(name, action.target)  # type: ignore[arg-type, union-attr]
+            reward = scoring.remedy_reward(episode.ledger, episode.world)
             message = _DONE_REMEDY[name].format(t=action.target)  # type: ignore[union-attr]
         elif isinstance(action, Resolve):
             if action.target is not None and episode.ledger.declared is None:
@@ -317,13 +315,14 @@ class ServiceIncidentEnvironment:
     def _finish(episode: _Episode) -> None:
         episode.done = True
         world, task = episode.world, episode.task
-        restored = world.restored()
+        restored, fixed = world.restored(), scoring.fixed_roots(world)
         episode.score, episode.breakdown = scoring.final_score(
             grading=task.grading,
             roots=world.root_causes,
             steps=episode.step,
             max_steps=task.max_steps,
             ledger=episode.ledger,
+            fixed=fixed,
             restored=restored,
         )
         if task.held_out:
@@ -352,9 +351,11 @@ class ServiceIncidentEnvironment:
             declared_severity=episode.declared_severity,
             breakdown=episode.breakdown,
             weights=scoring.WEIGHTS[task.grading],
+            credit=scoring.root_credit(grading=task.grading, roots=world.root_causes, ledger=episode.ledger,
+                                       fixed=fixed),
+            fixed=fixed,
             restored=restored,
             live=sorted({f.service for f in world.incident.faults if world.fault_runs(f.service, world.step)}),
-            remedies=[f"step {e.step}: {e.remedy} {e.service} ({e.outcome})" for e in world.history],
             red_herrings=[f"{d.kind} on {d.service}" for d in world.incident.distractions],
             steps=episode.step,
             max_steps=task.max_steps,

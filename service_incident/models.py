@@ -267,7 +267,11 @@ class RootCause(Struct, frozen=True, kw_only=True):
     service: str
     fault: str
     fixes: list[str]
-    seen: bool  # whether any view of it was opened
+    seen: bool  # whether any view showed its fault
+    named: bool  # whether the answer named it
+    fixed: bool  # whether its fix was in effect at the end
+    # The score it earned, by part of the breakdown earned root by root (root_cause, evidence, remediation).
+    credited: dict[str, float]
 
 
 class Postmortem(Struct, frozen=True, kw_only=True):

@@ -8,6 +8,11 @@ potential-based: paid when a root's evidence is first seen and settled (subtract
 the return is the outcome minus the waste in both modes. The final score is separate, in
 [SCORE_FLOOR, SCORE_CEIL], and grades the answer, the evidence behind it, the state the world was
 left in and the steps taken.
+
+A remedy is judged by what it did in the world model: against the same world without it, over the
+steps it acts in, did it remove a root cause's fault, ease a root's impact (a relief that buys time,
+a scale-up or load shedding that lowers its error rate or latency), or change nothing for the
+incident or make users' impact worse? Only the last two are waste.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .models import Postmortem, RootCause, Severity
+from .world import World
 
 # Per-step rewards (the triage table).
 INFO_REWARD = 0.1  # dense only: a new look at a root cause while its fault shows (privileged)
@@ -31,18 +37,46 @@ BUDGET_EXHAUSTED = -0.2  # the step budget ran out without ending the episode
 INFO_REWARD_CAP = 0.5
 # Remediation (response and root-cause tasks).
 REMEDY_HEALS = 0.2  # the remedy removes a root cause
-REMEDY_WRONG = -0.1  # a remedy that changes nothing, disrupts a service or only buys time
+REMEDY_EASES = 0.0  # it eases a root's impact without removing the fault: no waste, and nothing to farm
+REMEDY_WRONG = -0.1  # it changes nothing for the incident, or makes users' impact worse
 RESOLVE_RESTORED = 0.5  # resolved with service restored
 RESOLVE_PREMATURE = -0.5  # resolved while a fault is live or users still fail
+
+# Dense mode's per-step rewards, each with the event as the documentation names it (docs/scoring.md's
+# table is rendered from this).
+REWARD_TABLE: tuple[tuple[str, float], ...] = (
+    ("dense: first look at a root cause while its fault shows (privileged)", INFO_REWARD),
+    ("any other new look", NO_INFO_REWARD),
+    ("redundant inspection, unknown target or action the task does not allow", WASTE_PENALTY),
+    ("declare: service and severity right", DECLARE_EXACT),
+    ("declare: service right, severity wrong", DECLARE_ROOT_ONLY),
+    ("declare: some but not all root causes", DECLARE_PARTIAL),
+    ("declare: wrong service", DECLARE_WRONG),
+    ("remedy that removes a root cause's fault", REMEDY_HEALS),
+    ("remedy that eases a root cause's impact without removing its fault (buys time)", REMEDY_EASES),
+    ("remedy that changes nothing for the incident or makes users' impact worse", REMEDY_WRONG),
+    ("resolve with service restored", RESOLVE_RESTORED),
+    ("resolve while a fault is live or users still fail", RESOLVE_PREMATURE),
+    ("step budget spent before the episode ended", BUDGET_EXHAUSTED),
+)
+
+# A remedy eases a root cause when, at some step it acts in (its own and the next ones: a relief lasts
+# two), the root's error rate is lower by this much, or its p99 by this share, than in the same world
+# without it; it hurts when users' graded impact is worse by as much. Over 240 training incidents, 96%
+# of the listed reliefs clear these margins on their root, and 26 in 13,000 remedies on a bystander do.
+EASED_ERROR = 0.01
+EASED_P99 = 0.1
+EFFECT_STEPS = 3
 
 # The bounds of any single step's reward (settlement included).
 REWARD_MAX = DECLARE_EXACT
 REWARD_MIN = min(DECLARE_WRONG, RESOLVE_PREMATURE, BUDGET_EXHAUSTED + WASTE_PENALTY) - INFO_REWARD_CAP
 
-# Final score: the weight of each part per kind of grading. Every part but `root_cause` and
-# `remediation` counts in proportion to the root causes named right (the `root_cause` share: found
-# over declared-or-true), so a wrong answer earns none of them and half the roots earns about half;
-# efficiency counts in full once service is restored.
+# Final score: the weight of each part per kind of grading. `root_cause`, `evidence` and `remediation`
+# are earned root by root (named, seen while named, fixed); every other part counts in proportion to
+# the root causes named right (the `root_cause` share: found over declared-or-true), so a wrong answer
+# earns none of them and half the roots earns about half; efficiency counts in full once service is
+# restored.
 WEIGHTS: Mapping[str, Mapping[str, float]] = {
     "triage": {"root_cause": 0.5, "severity": 0.2, "evidence": 0.2, "efficiency": 0.1},
     "response": {
@@ -51,7 +85,7 @@ WEIGHTS: Mapping[str, Mapping[str, float]] = {
     "rca": {"root_cause": 0.4, "remediation": 0.2, "evidence": 0.2, "efficiency": 0.2},
     "generated": {"root_cause": 0.35, "remediation": 0.2, "severity": 0.15, "evidence": 0.15, "efficiency": 0.15},
 }
-SCORE_WASTE = 0.05  # taken off per wasted action (redundant, invalid, disallowed, or a wrong remedy)
+SCORE_WASTE = 0.05  # taken off per wasted action (redundant, invalid, disallowed, or a remedy that did no good)
 SCORE_FLOOR = 0.01
 SCORE_CEIL = 0.99
 # A rationale earns full credit by citing this many distinct facts the agent saw in the telemetry of
@@ -88,6 +122,32 @@ def _quotes(cited: str, observed: set[str], numbers: list[str]) -> bool:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class RemedyVerdict:
+    """What one remedy did, against the same world without it."""
+
+    step: int
+    remedy: str
+    service: str
+    heals: bool  # it removed a root cause's fault
+    eased: tuple[str, ...]  # the root causes whose error rate or latency it measurably lowered
+    hurts: bool  # users' graded impact got measurably worse
+
+    @property
+    def wasted(self) -> bool:
+        return not self.heals and (self.hurts or not self.eased)
+
+    def __str__(self) -> str:
+        if self.heals:
+            effect = f"removed the fault of {self.service}"
+        elif self.wasted:
+            effect = "made users' impact worse" if self.hurts else "changed nothing for the incident"
+            effect += " (wasted)"
+        else:
+            effect = f"eased {', '.join(self.eased)} without removing the fault (not wasted)"
+        return f"step {self.step}: {self.remedy} {self.service}: {effect}"
+
+
 @dataclass(slots=True)
 class Ledger:
     """What an episode has done so far, as far as grading is concerned."""
@@ -100,6 +160,7 @@ class Ledger:
     rewards: list[float] = field(default_factory=list)
     declared: frozenset[str] | None = None
     severity_right: bool = False
+    remedies: list[RemedyVerdict] = field(default_factory=list)
 
     def inspection_reward(self, revealing: bool) -> float:
         if not revealing:
@@ -124,8 +185,50 @@ def declare_reward(declared: frozenset[str], roots: frozenset[str], severity_rig
     return DECLARE_PARTIAL if declared & roots else DECLARE_WRONG
 
 
-def remedy_reward(outcome: str) -> float:
-    return REMEDY_HEALS if outcome == "heals" else REMEDY_WRONG
+def _without_last_remedy(world: World) -> World:
+    """The same world with every remedy but the last: what the last one is measured against."""
+    other = World(world.incident)
+    for earlier in world.history[:-1]:
+        other.step = earlier.step
+        other.remediate(earlier.remedy, earlier.service)
+    other.step = world.step
+    return other
+
+
+def judge_remedy(world: World) -> RemedyVerdict:
+    """The world's last remedy, judged by its effect in the world model (privileged: for grading)."""
+    last = world.history[-1]
+    without = _without_last_remedy(world)
+    eased: set[str] = set()
+    hurts = False
+    for step in range(last.step, last.step + EFFECT_STEPS):
+        now, then = world.states_at(step), without.states_at(step)
+        eased |= {
+            root for root in world.root_causes
+            if then[root].request_error - now[root].request_error >= EASED_ERROR
+            or then[root].p99_ms - now[root].p99_ms >= EASED_P99 * then[root].p99_ms
+        }
+        (error, p99), (error_then, p99_then) = world.graded_impact(step), without.graded_impact(step)
+        hurts |= error - error_then >= EASED_ERROR or p99 - p99_then >= EASED_P99 * p99_then
+    return RemedyVerdict(last.step, last.remedy, last.service, last.outcome == "heals", tuple(sorted(eased)), hurts)
+
+
+def remedy_reward(ledger: Ledger, world: World) -> float:
+    """The dense reward of the remedy just applied to `world`; recorded, and counted as waste if it did no good."""
+    verdict = judge_remedy(world)
+    ledger.remedies.append(verdict)
+    if verdict.heals:
+        return REMEDY_HEALS
+    if verdict.wasted:
+        ledger.waste += 1
+        return REMEDY_WRONG
+    return REMEDY_EASES
+
+
+def fixed_roots(world: World) -> frozenset[str]:
+    """The root causes every fault of which has its fix in effect now."""
+    healed = [(fault.service, world.healed_at(index)) for index, fault in enumerate(world.incident.faults)]
+    return frozenset(root for root, _ in healed) - {root for root, at in healed if at is None or at > world.step}
 
 
 def settle(reward: float, ledger: Ledger) -> float:
@@ -163,6 +266,29 @@ def rationale_credit(rationales: Iterable[str], observed: Iterable[tuple[frozens
     return min(1.0, len(of_roots) / RATIONALE_CITES) * len(seen) / len(cited)
 
 
+def root_credit(
+    *, grading: str, roots: frozenset[str], ledger: Ledger, fixed: frozenset[str]
+) -> dict[str, dict[str, float]]:
+    """What each root cause earned of the parts earned root by root: named (`root_cause`, diluted by
+    services named that are not roots), seen while named (`evidence`, out of the `root_cause` share),
+    and fixed (`remediation`, an equal share per root)."""
+    weights = WEIGHTS[grading]
+    declared = ledger.declared or frozenset()
+    found = declared & roots
+    root_share = len(found) / len(declared | roots)
+    earned = {
+        root: {
+            "root_cause": 1.0 / len(declared | roots) if root in found else 0.0,
+            # Seeing a root and not naming it earns nothing.
+            "evidence": root_share / len(found) if root in found and root in ledger.evidence else 0.0,
+            "remediation": 1.0 / len(roots) if root in fixed else 0.0,
+        }
+        for root in sorted(roots)
+    }
+    return {root: {part: weights[part] * value for part, value in parts.items() if part in weights}
+            for root, parts in earned.items()}
+
+
 def final_score(
     *,
     grading: str,
@@ -170,6 +296,7 @@ def final_score(
     steps: int,
     max_steps: int,
     ledger: Ledger,
+    fixed: frozenset[str] = frozenset(),
     restored: bool = False,
 ) -> tuple[float, dict[str, float]]:
     """The episode's score and its breakdown."""
@@ -178,17 +305,17 @@ def final_score(
     root_share = len(declared & roots) / len(declared | roots) if declared else 0.0
     found = declared & roots if declared else frozenset()
     earned = {
-        "root_cause": root_share,
-        "remediation": 1.0 if restored else 0.0,
         "severity": root_share if ledger.severity_right else 0.0,
-        # Evidence for the roots named right, out of every root: seeing a root and not naming it earns nothing.
-        "evidence": root_share * len(ledger.evidence & found) / len(found) if found else 0.0,
         "efficiency": (1.0 if restored else root_share) * (1.0 - (steps - 1) / max_steps),
         "rationale": (
             root_share * rationale_credit(ledger.rationales, ledger.observed, found) if "rationale" in weights else 0.0
         ),
     }
-    parts = {name: weight * earned[name] for name, weight in weights.items()}
+    parts = {name: weight * earned[name] for name, weight in weights.items() if name in earned}
+    for credit in root_credit(grading=grading, roots=roots, ledger=ledger, fixed=fixed).values():
+        for name, value in credit.items():
+            parts[name] = parts.get(name, 0.0) + value
+    parts = {name: parts.get(name, 0.0) for name in weights}
     parts["waste"] = -SCORE_WASTE * ledger.waste
     raw = max(0.0, min(1.0, sum(parts.values())))
     score = SCORE_FLOOR + (SCORE_CEIL - SCORE_FLOOR) * raw
@@ -205,14 +332,16 @@ def postmortem(
     declared_severity: Severity | None,
     breakdown: Mapping[str, float],
     weights: Mapping[str, float],
+    credit: Mapping[str, Mapping[str, float]],
+    fixed: frozenset[str],
     restored: bool,
     live: list[str],
-    remedies: list[str],
     red_herrings: list[str],
     steps: int,
     max_steps: int,
 ) -> Postmortem:
-    """The truth of an ended episode, and for each part of the score that fell short, why."""
+    """The truth of an ended episode, what each root cause earned, and for each part of the score
+    that fell short, why."""
     roots = {service for service, _, _ in faults}
     declared = sorted(ledger.declared or ())
     missed: dict[str, str] = {}
@@ -234,9 +363,10 @@ def postmortem(
             said += [] if set(declared) == roots else ["counts in proportion to the root causes named right"]
             missed[part] = "; ".join(said)
         elif part == "remediation":
+            unfixed = sorted(roots - fixed)
             missed[part] = (
-                f"service not restored; faults still live on: {', '.join(live)}" if live
-                else "faults fixed but users still affected when the episode ended"
+                f"not fixed: {', '.join(unfixed)} (each root cause is an equal share)"
+                + (f"; faults still live on: {', '.join(live)}" if live else "")
             )
         elif part == "efficiency":
             missed[part] = f"{steps} of {max_steps} steps used" + (
@@ -249,18 +379,22 @@ def postmortem(
             )
     if ledger.waste:
         missed["waste"] = (
-            f"{ledger.waste} wasted action(s): repeated looks, refused actions, remedies that healed nothing"
+            f"{ledger.waste} wasted action(s): repeated looks, refused actions, remedies that changed nothing "
+            "for the incident or made users' impact worse"
         )
     return Postmortem(
         root_causes=[
-            RootCause(service=service, fault=fault, fixes=fixes, seen=service in seen)
+            RootCause(
+                service=service, fault=fault, fixes=fixes, seen=service in seen, named=service in declared,
+                fixed=service in fixed, credited={part: round(value, 4) for part, value in credit[service].items()},
+            )
             for service, fault, fixes in faults
         ],
         declared=declared,
         severity=severity,
         severity_basis=severity_basis,
         declared_severity=declared_severity,
-        remedies=remedies,
+        remedies=[str(verdict) for verdict in ledger.remedies],
         red_herrings=red_herrings,
         missed=missed,
     )

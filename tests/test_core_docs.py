@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from service_incident import scoring, world
+from service_incident.harness import tables
 from service_incident.tasks import TASKS, Task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,25 +20,9 @@ def signed(value: float) -> str:
     return "0.00" if value == 0 else f"{value:+.2f}"
 
 
-@pytest.mark.parametrize(
-    ("event", "value"),
-    [
-        ("dense: first look at a root cause while its fault shows (privileged)", scoring.INFO_REWARD),
-        ("any other new look", scoring.NO_INFO_REWARD),
-        ("redundant inspection, unknown target or action the task does not allow", scoring.WASTE_PENALTY),
-        ("declare: service and severity right", scoring.DECLARE_EXACT),
-        ("declare: service right, severity wrong", scoring.DECLARE_ROOT_ONLY),
-        ("declare: some but not all root causes", scoring.DECLARE_PARTIAL),
-        ("declare: wrong service", scoring.DECLARE_WRONG),
-        ("remedy that removes a root cause", scoring.REMEDY_HEALS),
-        ("remedy that changes nothing, disrupts a service or only buys time", scoring.REMEDY_WRONG),
-        ("resolve with service restored", scoring.RESOLVE_RESTORED),
-        ("resolve while a fault is live or users still fail", scoring.RESOLVE_PREMATURE),
-        ("step budget spent before the episode ended", scoring.BUDGET_EXHAUSTED),
-    ],
-)
-def test_reward_table_matches_constants(event: str, value: float) -> None:
-    assert f"| {event} | {signed(value)} |" in SCORING
+def test_reward_table_is_rendered_from_the_constants() -> None:
+    assert tables.reward_table() in SCORING
+    assert ("remedy that removes a root cause's fault", scoring.REMEDY_HEALS) in scoring.REWARD_TABLE
 
 
 def test_reward_bounds_and_cap_match_constants() -> None:

@@ -4,16 +4,18 @@ partial answers earn partial credit, and a task's requirements are stated up fro
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
+import pytest
 from msgspec import structs
 
 from service_incident import scoring
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.faults import FAULTS
-from service_incident.generator import generate
-from service_incident.incidents import Distraction
-from service_incident.models import parse_action
-from service_incident.tasks import TASKS
+from service_incident.generator import Knobs, generate
+from service_incident.incidents import Distraction, Incident
+from service_incident.models import Action, Declare, parse_action
+from service_incident.tasks import TASKS, resolve_incident
 from service_incident.world import P1_ERROR_RATE, World
 
 
@@ -247,3 +249,79 @@ def test_no_pod_is_older_than_the_release_it_runs() -> None:
                 assert pod.started >= released, (incident.id, service, pod)
                 checked += 1
     assert checked
+
+
+def _seed_where(task_id: str, wanted: Callable[[Incident], bool]) -> int:
+    return next(seed for seed in range(1000) if wanted(resolve_incident(TASKS[task_id], None, seed)))
+
+
+def _declare_all(roots: list[str]) -> Action:
+    return Declare(target=roots[0], additional_targets=roots[1:], severity="P1")
+
+
+@pytest.mark.parametrize("remedy", FAULTS["memory_leak"].relief)
+def test_a_remedy_that_buys_time_on_a_root_is_not_waste(remedy: str) -> None:
+    seed = _seed_where("gen_easy", lambda incident: incident.faults[0].type == "memory_leak")
+    env = ServiceIncidentEnvironment()
+    root = next(f.service for f in resolve_incident(TASKS["gen_easy"], None, seed).faults)
+    env.reset(task_id="gen_easy", seed=seed, reward_mode="dense")
+    eased = env.step(parse_action({"action": remedy, "target": root}))
+    assert eased.reward == scoring.REMEDY_EASES
+    final = env.step(_declare_all([root]))
+    assert final.breakdown is not None and final.breakdown["waste"] == 0
+    assert final.postmortem is not None and f"eased {root}" in final.postmortem.remedies[0]
+    assert "waste" not in final.postmortem.missed
+    # The same remedy on a bystander changes nothing for the incident: waste.
+    again = ServiceIncidentEnvironment()
+    services = again.reset(task_id="gen_easy", seed=seed, reward_mode="dense").services
+    bystander = next(s for s in services if s != root)
+    assert again.step(parse_action({"action": remedy, "target": bystander})).reward == scoring.REMEDY_WRONG
+    wasted = again.step(_declare_all([root]))
+    assert wasted.breakdown is not None and wasted.breakdown["waste"] == -scoring.SCORE_WASTE
+    assert wasted.postmortem is not None and "changed nothing for the incident" in wasted.postmortem.remedies[0]
+
+
+def test_a_remedy_is_judged_by_what_it_measurably_did_to_a_root() -> None:
+    """Load shedding is no fix and no listed relief for memory exhaustion, yet it can ease the root:
+    the verdict follows the world model, not the remedy's name."""
+    verdicts = []
+    for seed in range(10):
+        incident = generate(Knobs(services=(4, 7), fault_types=("memory_exhaustion",), intensity=(0.6, 1.0)), seed)
+        root = incident.faults[0].service
+        world, untouched = World(incident), World(incident)
+        world.advance()
+        untouched.advance()
+        world.remediate("shed_load", root)
+        verdict = scoring.judge_remedy(world)
+        steps = range(world.step, world.step + scoring.EFFECT_STEPS)
+        drop = max(untouched.states_at(s)[root].request_error - world.states_at(s)[root].request_error for s in steps)
+        faster = max(1 - world.states_at(s)[root].p99_ms / untouched.states_at(s)[root].p99_ms for s in steps)
+        assert not verdict.heals
+        assert (root in verdict.eased) == (drop >= scoring.EASED_ERROR or faster >= scoring.EASED_P99)
+        verdicts.append(verdict.wasted)
+    assert False in verdicts and True in verdicts
+
+
+def test_remediation_is_credited_root_by_root_and_the_postmortem_says_so() -> None:
+    seed = _seed_where("gen_hard", lambda incident: len(incident.faults) == 2)
+    faults = resolve_incident(TASKS["gen_hard"], None, seed).faults
+    roots = sorted(f.service for f in faults)
+    fixed = faults[0]
+    env = ServiceIncidentEnvironment()
+    env.reset(task_id="gen_hard", seed=seed)
+    env.step(parse_action({"action": FAULTS[fixed.type].fix, "target": fixed.service}))
+    final = env.step(_declare_all(roots))
+    weight = scoring.WEIGHTS["generated"]["remediation"]
+    assert final.breakdown is not None and final.breakdown["remediation"] == pytest.approx(weight / 2, abs=1e-4)
+    report = final.postmortem
+    assert report is not None
+    by_root = {r.service: r for r in report.root_causes}
+    assert by_root[fixed.service].fixed and by_root[fixed.service].credited["remediation"] == pytest.approx(weight / 2)
+    other = next(r for r in roots if r != fixed.service)
+    assert not by_root[other].fixed and by_root[other].credited["remediation"] == 0
+    assert f"not fixed: {other}" in report.missed["remediation"]
+    # The per-root credit adds up to the breakdown's parts earned root by root.
+    for part in ("root_cause", "evidence", "remediation"):
+        total = sum(r.credited[part] for r in report.root_causes)
+        assert total == pytest.approx(final.breakdown[part], abs=2e-4)
+    assert all(r.named for r in report.root_causes)

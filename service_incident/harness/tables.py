@@ -80,6 +80,12 @@ def preset_table() -> str:
     return "\n".join(rows)
 
 
+def reward_table() -> str:
+    rows = ["| event | reward |", "|---|---|"]
+    rows += [f"| {event} | {'0.00' if value == 0 else f'{value:+.2f}'} |" for event, value in scoring.REWARD_TABLE]
+    return "\n".join(rows)
+
+
 def weight_table() -> str:
     gradings = list(scoring.WEIGHTS)
     parts = list(dict.fromkeys(part for weights in scoring.WEIGHTS.values() for part in weights))
@@ -92,5 +98,5 @@ def weight_table() -> str:
 
 TABLES = {
     "faults": fault_table, "remedies": remedy_table, "actions": action_table, "alerts": alert_table,
-    "presets": preset_table, "weights": weight_table,
+    "presets": preset_table, "rewards": reward_table, "weights": weight_table,
 }
