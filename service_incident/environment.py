@@ -63,6 +63,8 @@ class _Episode:
     world: World
     telemetry: Telemetry
     topology: list[ServiceCard]
+    # A seed the server drew is withheld until the end: with it, the public generator gives the incident.
+    seed_drawn: bool = False
     done: bool = False
     views: dict[str, dict[str, str]] = field(default_factory=dict)
     metrics: dict[str, Metrics] = field(default_factory=dict)
@@ -79,6 +81,12 @@ class _Episode:
     @property
     def step(self) -> int:
         return self.world.step
+
+    @property
+    def shown_seed(self) -> int | None:
+        """The seed as metadata and state report it: one the client gave, or the server's once the episode
+        is over (to replay it); never a held-out episode's (its index: the id names the incident instead)."""
+        return None if self.task.held_out or (self.seed_drawn and not self.done) else self.seed
 
 
 class ServiceIncidentEnvironment:
@@ -105,6 +113,7 @@ class ServiceIncidentEnvironment:
     ) -> Observation:
         """Start an episode. Same task, seed and incident give a byte-identical episode."""
         task = self._task(task_id, incident_id, self._holdout is not None)
+        seed_drawn = seed is None
         if seed is None:
             seed = random.SystemRandom().randrange(MAX_SEED)
         elif isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
@@ -130,6 +139,7 @@ class ServiceIncidentEnvironment:
             world=world,
             telemetry=telemetry,
             topology=[ServiceCard(s.name, s.kind, list(s.depends_on), s.user_facing) for s in incident.services],
+            seed_drawn=seed_drawn,
         )
         first = incident.initial_visible
         self._episode = episode
@@ -199,7 +209,7 @@ class ServiceIncidentEnvironment:
             step_count=episode.step,
             task_id=episode.task.id,
             incident_id=episode.world.incident.id,
-            seed=None if episode.task.held_out else episode.seed,
+            seed=episode.shown_seed,
             done=episode.done,
         )
 
@@ -405,8 +415,7 @@ class ServiceIncidentEnvironment:
             postmortem=episode.postmortem,
             metadata={
                 "episode_id": episode.episode_id,
-                # A held-out episode's seed is its incident's index: the id names the incident instead.
-                **({} if task.held_out else {"seed": episode.seed}),
+                **({} if episode.shown_seed is None else {"seed": episode.shown_seed}),
                 "reward_mode": episode.reward_mode,
                 "cumulative_reward": round(sum(episode.paid), 6),
             },

@@ -101,11 +101,13 @@ def test_seeds_change_the_text_but_not_the_answer() -> None:
     assert truth("hard_001")[0] == "db"
 
 
-def test_reset_without_seed_draws_and_reports_one() -> None:
+def test_reset_without_seed_draws_one_and_reports_it_at_the_end() -> None:
     env = ServiceIncidentEnvironment()
     obs = env.reset(task_id="easy")
-    seed = obs.metadata["seed"]
-    assert isinstance(seed, int) and env.state.seed == seed
+    assert "seed" not in obs.metadata and env.state.seed is None
+    last = env.step(Declare(target=obs.services[0], severity="P1"))
+    seed = last.metadata["seed"]
+    assert last.done and isinstance(seed, int) and env.state.seed == seed
     replay = ServiceIncidentEnvironment().reset(task_id="easy", seed=seed)
     assert replay.incident_id == obs.incident_id and replay.visible_logs == obs.visible_logs
 

@@ -306,3 +306,97 @@ def test_inference_in_process_without_the_key_says_which_setting_is_missing(tmp_
     short = run_inference("--in-process", "--tasks", "holdout", "--output", str(tmp_path / "out"), cwd=tmp_path,
                           env={"HOLDOUT_KEY": "short"})
     assert short.returncode == 2 and "HOLDOUT_KEY: a holdout key needs at least 16 characters" in short.stderr
+
+
+# --- open tiers: a seed the server drew is told only once the episode is over ------------------
+#
+# The generator is public: with the seed of an open generated episode, `generate(tier, seed)` gives
+# its incident and labels. A seed the client gave is its own; one the server drew stays with the
+# server until the end, when it is reported so that the episode can be replayed.
+
+OPEN_TASK = "gen_hard"
+
+
+def withheld_until_the_end(texts: list[str], last: dict[str, Any], state: dict[str, Any]) -> int:
+    """The drawn seed the last observation and the state after the end report; no earlier text names it."""
+    seed = last["metadata"]["seed"]
+    assert isinstance(seed, int) and state["seed"] == seed and state["done"] is True
+    assert [text for text in texts if str(seed) in text] == []
+    return seed
+
+
+def test_a_drawn_seed_is_reported_in_process_only_once_the_episode_is_over() -> None:
+    env = ServiceIncidentEnvironment()
+    observation = env.reset(task_id=OPEN_TASK)
+    during = [msgspec.json.encode(observation).decode(), msgspec.json.encode(env.state).decode()]
+    assert "seed" not in observation.metadata and env.state.seed is None
+    for action in script(observation.services):
+        observation = env.step(parse_action(action))
+        during.append(msgspec.json.encode(observation if not observation.done else env.state).decode())
+    assert observation.done
+    seed = withheld_until_the_end(during[:-1], msgspec.to_builtins(observation),
+                                  msgspec.to_builtins(env.state))
+    # Reported so that the episode can be replayed: the same seed plays the same incident.
+    replay = ServiceIncidentEnvironment().reset(task_id=OPEN_TASK, seed=seed)
+    assert replay.incident_id == observation.incident_id
+    # A seed the client gave is its own: echoed from the start.
+    assert replay.metadata["seed"] == seed and env.reset(task_id=OPEN_TASK, seed=SEED).metadata["seed"] == SEED
+    assert env.state.seed == SEED
+
+
+async def test_websocket_frames_withhold_a_drawn_seed_until_the_end(keyed_url: str) -> None:
+    texts: list[str] = []
+    async with connect(ws_url(keyed_url)) as ws:
+
+        async def ask(frame: dict[str, Any]) -> dict[str, Any]:
+            await ws.send(json.dumps(frame))
+            texts.append(str(await ws.recv()))
+            return json.loads(texts[-1])
+
+        reset = await ask({"type": "reset", "data": {"task_id": OPEN_TASK}})
+        midway = await ask({"type": "state"})
+        assert "seed" not in reset["data"]["observation"]["metadata"] and midway["data"]["seed"] is None
+        for action in script(reset["data"]["observation"]["services"]):
+            last = await ask({"type": "step", "data": action})
+        state = await ask({"type": "state"})
+    assert last["data"]["done"] is True
+    withheld_until_the_end(texts[:-2], last["data"]["observation"], state["data"])
+
+
+def test_http_replies_withhold_a_drawn_seed_until_the_end(keyed_url: str) -> None:
+    with httpx.Client(base_url=keyed_url) as http:
+        reset = http.post("/reset", json={"task_id": OPEN_TASK})
+        episode = {"Episode-Id": reset.json()["episode_id"]}
+        replies = [reset, http.get("/state", headers=episode)]
+        assert replies[-1].json()["seed"] is None
+        for action in script(reset.json()["observation"]["services"]):
+            replies.append(http.post("/step", json={"action": action}, headers=episode))
+        state = http.get("/state", headers=episode)
+        grade = http.get("/grade", headers=episode)
+        # OpenEnv's JSON-RPC dialect: a session created without a seed, then a look and its state.
+        create = http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create",
+                                         "params": {"task_id": OPEN_TASK}})
+        session = create.json()["result"]["session_id"]
+        call = {"name": "inspect_traces", "arguments": {"target": "x"}, "session_id": session}
+        rpc = [create, http.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}),
+               http.get("/state", params={"episode_id": session})]
+    assert rpc[-1].json()["seed"] is None and "seed" not in create.text
+    withheld_until_the_end([r.text for r in replies[:-1]] + [grade.text], replies[-1].json()["observation"],
+                           state.json())
+
+
+async def test_mcp_replies_withhold_a_drawn_seed_until_the_end(keyed_url: str) -> None:
+    texts: list[str] = []
+    async with Client(f"{keyed_url}/mcp") as client:
+        reset = await client.call_tool("reset", {"task_id": OPEN_TASK})
+        results = [reset]
+        for action in script(reset.structured_content["observation"]["services"]):
+            name = action.pop("action")
+            results.append(await client.call_tool(name, action))
+    for result in results[:-1]:
+        texts += [content.text for content in result.content]
+        texts.append(json.dumps(result.structured_content))
+    last = results[-1].structured_content
+    assert last["done"] is True and "seed" not in reset.structured_content["observation"]["metadata"]
+    seed = last["observation"]["metadata"]["seed"]
+    assert isinstance(seed, int) and [text for text in texts if str(seed) in text] == []

@@ -8,11 +8,15 @@ import random
 import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
+from holdout_support import KEY
 
+from service_incident.holdout import HoldoutKey
 from service_incident.integrations import text
 from service_incident.integrations.gymnasium import ENV_ID, ServiceIncidentGymEnv
 from service_incident.integrations.tools import ACTION_TOOLS
 from service_incident.tasks import TASKS
+
+HELD_OUT_TASK = "holdout_hard"
 
 
 def test_gymnasium_checker_passes() -> None:
@@ -60,11 +64,19 @@ def test_seeds_and_options_follow_gymnasium_conventions() -> None:
     assert env.reset(seed=42)[0] == first and info["observation"].metadata["seed"] == 42
     other, other_info = env.reset(seed=42, options={"task_id": "rca_02"})
     assert other_info["observation"].task_id == "rca_02" and other != first
-    # Without a seed the episode seed comes from the generator reset(seed=) seeded.
+    # Without a seed the episode seed comes from the generator reset(seed=) seeded: the same episode
+    # again, its seed withheld until the episode is over (it would give the incident back).
     env.reset(seed=1)
-    drawn = env.reset()[1]["observation"].metadata["seed"]
+    page, info = env.reset()
+    assert "seed" not in info["observation"].metadata and "seed-" not in info["observation"].metadata["episode_id"]
     env.reset(seed=1)
-    assert env.reset()[1]["observation"].metadata["seed"] == drawn
+    again, again_info = env.reset()
+    assert again == page and again_info["observation"].metadata == info["observation"].metadata
+    services = info["observation"].services
+    _, _, terminated, _, last = env.step(json.dumps({"action": "declare", "target": services[0], "severity": "P1"}))
+    drawn = last["observation"].metadata["seed"]
+    assert terminated and isinstance(drawn, int)
+    assert env.reset(seed=drawn)[1]["observation"].incident_id == info["observation"].incident_id
     with pytest.raises(ValueError, match="invalid reset options"):
         env.reset(options={"task": "easy"})
 
@@ -81,3 +93,12 @@ def test_invalid_actions_change_nothing_but_use_up_the_budget() -> None:
     unknown.reset(seed=5)
     _, _, _, _, info = unknown.step('{"action": "inspect_logs", "target": "nowhere"}')
     assert "unknown service" in info["error"] and info["observation"].step_count == 1
+
+
+def test_the_held_out_tasks_take_the_key_explicitly() -> None:
+    env = gym.make(ENV_ID, task_id=HELD_OUT_TASK, holdout_key=KEY)
+    _, info = env.reset(seed=2)
+    assert info["observation"].incident_id == HoldoutKey(KEY).incident_id("hard", 2)
+    assert "seed" not in info["observation"].metadata
+    with pytest.raises(ValueError, match="HOLDOUT_KEY"):
+        gym.make(ENV_ID, task_id=HELD_OUT_TASK).reset(seed=2)

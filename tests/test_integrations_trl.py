@@ -8,6 +8,7 @@ trainer does it: tools collected with `inspect.getmembers`, schemas built with t
 
 from __future__ import annotations
 
+import functools
 import inspect
 import pickle
 import subprocess
@@ -18,13 +19,15 @@ from typing import Any
 
 import msgspec
 import pytest
+from holdout_support import KEY
 from transformers.utils import get_json_schema
 
 from service_incident import dataset
+from service_incident.holdout import HoldoutKey
 from service_incident.integrations import prompts, text
 from service_incident.integrations.tools import TOOLS_BY_NAME
 from service_incident.integrations.trl import IncidentToolEnv, ServiceIncidentToolEnv, episode_reward, for_tasks
-from service_incident.models import InvalidAction, Observation
+from service_incident.models import InvalidAction, InvalidReset, Observation
 from service_incident.tasks import TASKS
 
 RESERVED = ("reset", "get_reward")
@@ -165,3 +168,16 @@ def test_curated_tasks_are_refused_as_training_rows(capsys: pytest.CaptureFixtur
     with pytest.raises(SystemExit):
         prompts.main(["--out", "unused", "--tasks", "easy"])
     assert "curated tasks are evaluation suites" in capsys.readouterr().err
+
+
+def test_the_held_out_tasks_take_the_key_explicitly() -> None:
+    factory = functools.partial(ServiceIncidentToolEnv, holdout_key=KEY)
+    env = pickle.loads(pickle.dumps(factory))()  # as TRL's asynchronous trainer ships the factory
+    env.reset(prompt=[], task_id="holdout_expert", seed=4)
+    assert env.observation is not None and env.observation.incident_id == HoldoutKey(KEY).incident_id("expert", 4)
+    assert sorted(trl_tools(for_tasks("holdout_expert")())) == sorted(TASKS["gen_expert"].actions)
+    declared = trl_tools(env)["declare"](target=env.observation.services[0], severity="P1")
+    assert env.observation.done and env.get_reward() == env.observation.score and "postmortem" not in declared
+    # The key is never read from anywhere else: without it the tasks are refused.
+    with pytest.raises(InvalidReset, match="HOLDOUT_KEY"):
+        ServiceIncidentToolEnv().reset(prompt=[], task_id="holdout_expert", seed=4)

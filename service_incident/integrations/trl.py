@@ -8,6 +8,9 @@ appends the text it returns, the pager, to the row's prompt; the model then call
 method per action, whose schemas TRL reads from their type hints and Google-style docstrings. Each
 tool returns what its action revealed. TRL calls `get_reward` once the rollout is over. Nothing here
 imports TRL or torch: the class is plain Python.
+
+The held-out tasks need the host's key, passed explicitly (it is never read from the environment):
+`environment_factory=functools.partial(ServiceIncidentToolEnv, holdout_key=key)`.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from typing import Any
 
 import msgspec
 
+from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.models import Observation, RewardMode, parse_action
-from service_incident.tasks import TASKS, find_task
+from service_incident.tasks import HELD_OUT, TASKS, find_task
 
 from . import text
 from .prompts import GENERATED_TASKS, instructions
@@ -39,8 +43,10 @@ class IncidentToolEnv:
 
     reward_mode: RewardMode = "final"
 
-    def __init__(self) -> None:
-        self._episode = text.TextEpisode()
+    def __init__(self, holdout_key: str | None = None) -> None:
+        """`holdout_key` offers the held-out tasks (see `ServiceIncidentEnvironment`)."""
+        self._episode = text.TextEpisode(ServiceIncidentEnvironment(holdout_key=holdout_key))
+        self._held_out = holdout_key is not None
         self._mode = self.reward_mode
 
     @property
@@ -67,7 +73,7 @@ class IncidentToolEnv:
         page = self._episode.reset(task_id=task_id, seed=seed, incident_id=incident_id, reward_mode=self._mode)
         if "prompt" in row:
             return page
-        task = find_task(self._episode.observation.task_id)
+        task = find_task(self._episode.observation.task_id, held_out=self._held_out)
         assert task is not None
         return instructions(task) + page
 
@@ -132,11 +138,12 @@ def tool_env_class(actions: Iterable[str], name: str = "IncidentTools") -> type[
 
 @cache
 def for_tasks(*task_ids: str) -> type[IncidentToolEnv]:
-    """The class whose tools are the actions these tasks allow, and no others."""
-    tasks = [find_task(task_id) for task_id in task_ids]
+    """The class whose tools are the actions these tasks allow, and no others (held-out tasks included:
+    their actions are public; playing them takes the key)."""
+    tasks = [find_task(task_id, held_out=True) for task_id in task_ids]
     unknown = [task_id for task_id, task in zip(task_ids, tasks, strict=True) if task is None]
     if unknown:
-        raise ValueError(f"unknown task {unknown[0]!r}; tasks are: {', '.join(TASKS)}")
+        raise ValueError(f"unknown task {unknown[0]!r}; tasks are: {', '.join([*TASKS, *HELD_OUT])}")
     return tool_env_class({action for task in tasks if task for action in task.actions}, "IncidentTools")
 
 
