@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from inference_support import (
     USAGE,
     ScriptedOpenAI,
@@ -19,9 +20,11 @@ from inference_support import (
     tool_call,
 )
 
+from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.harness.cli import LLM_CALL_BUDGET
-from service_incident.harness.llm import FAILURES_TO_STOP, MAX_RETRIES
+from service_incident.harness.llm import FAILURES_TO_STOP, MAX_RETRIES, STILL_FIRING, delta_prompt, revealed
 from service_incident.harness.records import decode
+from service_incident.models import InspectLogs
 from service_incident.tasks import TASKS
 
 EASY = TASKS["easy"].incidents
@@ -261,3 +264,23 @@ def test_a_refused_request_fails_its_episode_but_the_endpoint_is_still_called(tm
     records = decode((tmp_path / "episodes.jsonl").read_bytes())
     assert [r.failure for r in records] == ["model"] * 5
     assert all("BadRequestError (HTTP 400)" in (r.error or "") for r in records)
+
+
+def test_a_chat_turn_keeps_an_alert_that_is_still_firing_in_view() -> None:
+    """A page whose value did not move is still firing: the turn says so rather than dropping it."""
+    env = ServiceIncidentEnvironment()
+    before = env.reset(task_id="medium_incident_triage", seed=0)
+    firing = [alert for alert in before.alerts if alert.status == "firing"]
+    assert len(firing) >= 2
+    moved = msgspec.structs.replace(firing[0], value=firing[0].value + 0.01)
+    after = msgspec.structs.replace(env.step(InspectLogs(target=before.services[-1], rationale="look")),
+                                    alerts=[moved, *before.alerts[1:]])
+    turn = delta_prompt(before, after)
+    changed = revealed(before, after)
+    assert changed["alerts"] == [msgspec.to_builtins(moved)]
+    assert changed[STILL_FIRING] == [f"{a.service} {a.signal}" for a in firing[1:]]
+    assert json.dumps(msgspec.to_builtins(moved), separators=(",", ":")) in turn
+    assert all(f"{a.service} {a.signal}" in turn for a in firing[1:])
+    # Nothing else new: the turn says nothing changed, and still lists every page that fires.
+    quiet = delta_prompt(after, after)
+    assert "nothing changed" in quiet and all(f"{a.service} {a.signal}" in quiet for a in firing[1:])

@@ -252,6 +252,8 @@ _BY_NAME = {cls.__struct_config__.tag: cls for cls in ACTION_TYPES}
 # bookkeeping, only set once the episode is over, or a reward (the agent is not told how it is doing).
 _HIDDEN = ("task_id", "available_actions", "score", "breakdown", "metadata", "done", "reward")
 # Fields of the observation that never change within an episode: a chat turn does not repeat them.
+# The chat turn's list of alerts that are still firing, unchanged since the last turn.
+STILL_FIRING = "alerts_still_firing_unchanged"
 _FIXED = ("incident_id", "title", "services", "topology", "max_steps", "terminal_actions")
 
 
@@ -306,7 +308,14 @@ def user_prompt(observation: Observation, feedback: str | None = None, reply: Re
 def revealed(before: Observation, after: Observation) -> dict[str, Any]:
     """What changed from one observation to the next: new or changed entries of each mapping, new or
     changed items of each list (an alert whose value moved, the last action in the history), and
-    every other changed field."""
+    every other changed field; and, under `STILL_FIRING`, the alerts still firing as they were, so
+    that a page that did not move is not read as cleared."""
+    changed = _changes(before, after)
+    still = [f"{a.service} {a.signal}" for a in after.alerts if a.status == "firing" and a in before.alerts]
+    return {**changed, STILL_FIRING: still} if still else changed
+
+
+def _changes(before: Observation, after: Observation) -> dict[str, Any]:
     old, new = msgspec.to_builtins(before), msgspec.to_builtins(after)
     changed: dict[str, Any] = {}
     for key, value in new.items():
@@ -327,8 +336,8 @@ def revealed(before: Observation, after: Observation) -> dict[str, Any]:
 def delta_prompt(before: Observation, after: Observation, feedback: str | None = None, reply: Reply = "text") -> str:
     """A chat turn: only what the last action changed or revealed."""
     changed = revealed(before, after)
-    heading = (f"After step {after.step_count} of {after.max_steps}, what changed:" if changed
-               else "Nothing changed.")
+    heading = (f"After step {after.step_count} of {after.max_steps}, what changed:" if set(changed) - {STILL_FIRING}
+               else f"After step {after.step_count} of {after.max_steps}, nothing changed.")
     return _prompt(heading, changed, after, feedback, reply)
 
 
