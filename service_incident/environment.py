@@ -143,7 +143,7 @@ class ServiceIncidentEnvironment:
         )
         first = incident.initial_visible
         self._episode = episode
-        self._record(episode, telemetry.look("logs", first, 0))
+        self._record(episode, telemetry.look("logs", first, 0), opened=False)
         brief = (
             f"Paged: {len(telemetry.alerts(0))} alert(s). You can see the logs of {first}. "
             f"Actions: {', '.join(task.actions)}. The episode ends with {' or '.join(task.ends_on)} "
@@ -285,8 +285,11 @@ class ServiceIncidentEnvironment:
         return episode.ledger.inspection_reward(revealing), f"Inspected the {label} of {target}."
 
     @staticmethod
-    def _record(episode: _Episode, look: Look) -> bool:
-        """Show a look in the observation; whether it showed a root cause's fault (privileged, for grading)."""
+    def _record(episode: _Episode, look: Look, opened: bool = True) -> bool:
+        """Show a look in the observation; whether it showed a root cause's fault (privileged, for grading).
+
+        Evidence is what the agent chose to look at: the view shown at reset counts for none, or an
+        answer declared at once would be backed by evidence whenever the service shown is a root."""
         if look.metrics is not None:
             episode.metrics = {**episode.metrics, look.service: look.metrics}
         else:
@@ -299,9 +302,10 @@ class ServiceIncidentEnvironment:
         if look.view == "logs" and world.incident.log_gaps.get(look.service) == "empty":
             shown = set()
         episode.ledger.observe(look.text, frozenset(shown))
-        revealing = {
-            root for root in world.root_causes & shown if world.fault_runs(root, episode.step) or world.step == 0
-        } - episode.ledger.evidence
+        if not opened:
+            return False
+        revealing = {root for root in world.root_causes & shown if world.fault_runs(root, episode.step)}
+        revealing -= episode.ledger.evidence
         episode.ledger.evidence |= revealing
         return bool(revealing)
 

@@ -899,9 +899,11 @@ class Telemetry:
         return total, status
 
     def dashboard(self, step: int) -> dict[str, str]:
-        """Every service's health as the status page shows it, as of what metrics show (lag included)."""
-        states = self.world.states_at(self.lagged(step))
-        return {spec.name: states[spec.name].health for spec in self.world.incident.services}
+        """Every service's golden signals as the status page shows them, as of what metrics show (lag
+        included): values, never a verdict such as "degraded" on them."""
+        at = self.lagged(step)
+        points = [(spec.name, self._point(spec.name, at)) for spec in self.world.incident.services]
+        return {name: f"p99 {p.p99_ms:.0f} ms, error rate {p.error_rate:.4f}, {p.rps:.1f} req/s" for name, p in points}
 
     def lagged(self, step: int) -> int:
         return max(0, step - self.world.incident.metrics_lag)

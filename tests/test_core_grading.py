@@ -13,7 +13,7 @@ from service_incident import scoring
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.faults import FAULTS
 from service_incident.generator import Knobs, generate
-from service_incident.incidents import Distraction, Incident
+from service_incident.incidents import Distraction, Incident, load_suite
 from service_incident.models import Action, Declare, parse_action
 from service_incident.tasks import TASKS, resolve_incident
 from service_incident.world import P1_ERROR_RATE, World
@@ -325,3 +325,21 @@ def test_remediation_is_credited_root_by_root_and_the_postmortem_says_so() -> No
         total = sum(r.credited[part] for r in report.root_causes)
         assert total == pytest.approx(final.breakdown[part], abs=2e-4)
     assert all(r.named for r in report.root_causes)
+
+
+def test_the_view_shown_at_reset_is_no_evidence_a_look_the_agent_takes_is() -> None:
+    """Else an answer declared at once, by whoever knows it, would be backed by evidence whenever the
+    service shown at reset is a root."""
+    incident = next(i for i in load_suite("rca") if i.initial_visible in {f.service for f in i.faults})
+    root = incident.initial_visible
+    roots = sorted({f.service for f in incident.faults})
+    blind = ServiceIncidentEnvironment()
+    blind.reset(task_id=incident.id, seed=0)
+    at_once = blind.step(parse_action({"action": "declare_rca", "targets": roots}))
+    assert at_once.breakdown is not None and at_once.breakdown["evidence"] == 0
+    looked = ServiceIncidentEnvironment()
+    looked.reset(task_id=incident.id, seed=0)
+    looked.step(parse_action({"action": "inspect_metrics", "target": root}))
+    backed = looked.step(parse_action({"action": "declare_rca", "targets": roots}))
+    assert backed.breakdown is not None and backed.breakdown["evidence"] > 0
+    assert backed.score is not None and at_once.score is not None and backed.score > at_once.score

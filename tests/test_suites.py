@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import re
+
 import pytest
 
 from service_incident import scoring
@@ -9,7 +12,8 @@ from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.faults import FAULTS
 from service_incident.harness.agents import ExpertAgent
 from service_incident.harness.exploits import EXPLOITS, applies, curated, play
-from service_incident.models import Declare, DeclareRootCauses, InspectLogs, Resolve, parse_action
+from service_incident.incidents import load_suite
+from service_incident.models import Declare, DeclareRootCauses, InspectLogs, InspectMetrics, Resolve, parse_action
 from service_incident.tasks import RCA_IDS, TASKS, resolve_incident
 from service_incident.world import World
 
@@ -45,7 +49,9 @@ def test_every_rca_scenario_has_evidence_on_its_root_and_a_fix() -> None:
         env = ServiceIncidentEnvironment()
         env.reset(task_id=task.id, seed=0, reward_mode="dense")
         for fault in incident.faults:
-            seen = env.step(InspectLogs(target=fault.service))
+            # Logs shown at reset are no look the agent took: another view of that root is.
+            look = InspectMetrics if fault.service == incident.initial_visible else InspectLogs
+            seen = env.step(look(target=fault.service))
             assert seen.reward and seen.reward > 0, (task.id, fault.service)
         world = World(incident)
         for fault in incident.faults:
@@ -164,3 +170,27 @@ def test_difficulty_named_root_cause_tasks_are_accepted_but_never_published() ->
     for alias in ("task_easy", "task_medium", "task_hard"):
         observation = env.reset(task_id=alias, seed=0)
         assert TASKS[observation.task_id].suite == "rca" and alias not in TASKS
+
+
+@pytest.mark.parametrize("suite", ["response", "rca"])
+def test_the_service_visible_at_reset_is_a_root_about_as_often_as_roots_are_among_services(suite: str) -> None:
+    """Never showing a root at reset would be a tell: "the visible one is not it"."""
+    incidents = load_suite(suite)
+    shares = [len({f.service for f in i.faults}) / len(i.services) for i in incidents]
+    visible = sum(i.initial_visible in {f.service for f in i.faults} for i in incidents)
+    spread = math.sqrt(sum(p * (1 - p) for p in shares))
+    assert visible > 0 and abs(visible - sum(shares)) <= 2 * spread, (visible, sum(shares))
+
+
+@pytest.mark.parametrize(("task_id", "incident_id"), [(t, i) for t, i in curated() if TASKS[t].dashboard])
+def test_the_dashboard_shows_values_not_a_verdict(task_id: str, incident_id: str) -> None:
+    env = ServiceIncidentEnvironment()
+    first = env.reset(task_id=task_id, seed=1, incident_id=incident_id)
+    metrics = env.step(parse_action({"action": "inspect_metrics", "target": first.services[0], "rationale": "look"}))
+    for observation in (first, metrics):
+        assert set(observation.dashboard) == set(observation.services)
+        for signals in observation.dashboard.values():
+            assert re.fullmatch(r"p99 \d+ ms, error rate \d\.\d+, \d+\.\d req/s", signals), signals
+    # The values are the metrics' own, at the same moment.
+    shown = metrics.visible_metrics[first.services[0]]
+    assert f"p99 {shown.p99_ms:.0f} ms, error rate {shown.error_rate:.4f}" in metrics.dashboard[first.services[0]]

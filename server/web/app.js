@@ -442,10 +442,9 @@
     }
   }
 
-  // Status of each service as far as the observation shows it: the dashboard where the task has
-  // one, else what a health check said, else unknown.
+  // Status of each service as far as the observation shows it: what a health check said, else
+  // unknown (a dashboard shows values, not a status).
   function serviceStatus(obs, name) {
-    if (obs.dashboard && obs.dashboard[name]) return obs.dashboard[name];
     const health = obs.visible_health && obs.visible_health[name];
     const match = health ? /status=(\w+)/.exec(health) : null;
     return match ? match[1] : 'unknown';
@@ -826,8 +825,8 @@
 
     const dashboard = Object.entries(obs.dashboard || {});
     const dash = clear($('dashboard'));
-    for (const [name, status] of dashboard) {
-      dash.append(h('span', { class: `chip st-${status}` }, h('b', { text: name }), ` ${status}`));
+    for (const [name, signals] of dashboard) {
+      dash.append(h('span', { class: 'chip' }, h('b', { text: name }), ` ${signals}`));
     }
     show($('dashboard-box'), dashboard.length > 0);
     sections.push(dashboard.length > 0);
