@@ -9,6 +9,7 @@ from service_incident import scoring
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.faults import FAULTS
 from service_incident.harness.audit import JUDGMENT
+from service_incident.incidents import load_suite
 from service_incident.models import (
     ACTION_NAMES,
     ActionRecord,
@@ -45,7 +46,8 @@ def test_a_look_elsewhere_pays_nothing_and_judges_nothing() -> None:
 
 def test_redundant_inspection_and_unknown_target_cost() -> None:
     env = fresh("medium", "med_001")
-    assert env.step(InspectLogs(target="auth")).reward == scoring.WASTE_PENALTY  # visible since reset
+    visible = next(i.initial_visible for i in load_suite("triage") if i.id == "med_001")
+    assert env.step(InspectLogs(target=visible)).reward == scoring.WASTE_PENALTY  # unchanged since reset
     obs = env.step(InspectMetrics(target="kafka"))
     assert obs.reward == scoring.WASTE_PENALTY
     assert obs.last_action_error and "kafka" in obs.last_action_error and "payments" in obs.last_action_error
