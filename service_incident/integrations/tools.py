@@ -28,7 +28,9 @@ ARGUMENT_NOTES: dict[str, str] = {
     "additional_targets": "Further root-cause services, when more than one is at fault.",
     "rationale": "Why you take this action, citing what you observed. Required in some tasks.",
     "task_id": "The task to play (see GET /tasks); the default task when omitted.",
-    "seed": "Seed of the incident drawn and of its telemetry; a random one when omitted.",
+    "seed": (
+        "Seed of the incident drawn and of its telemetry; when omitted, a random one, told once the episode is over."
+    ),
     "incident_id": "A specific incident of the task, instead of one drawn by the seed.",
 }
 
