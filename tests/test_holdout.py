@@ -12,7 +12,8 @@ import hashlib
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,21 @@ def judge(texts: list[str], task: str) -> None:
 
 
 TASKS_PLAYED = [TASK, f"gen_{TIER}"]
+Ask = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+@asynccontextmanager
+async def asking(url: str) -> AsyncIterator[tuple[Ask, list[str]]]:
+    """A WebSocket session: `ask` sends a frame and returns the reply; every reply's text is kept, in order."""
+    texts: list[str] = []
+    async with connect(ws_url(url)) as ws:
+
+        async def ask(frame: dict[str, Any]) -> dict[str, Any]:
+            await ws.send(json.dumps(frame))
+            texts.append(str(await ws.recv()))
+            return json.loads(texts[-1])
+
+        yield ask, texts
 
 
 # --- the key and its incidents -----------------------------------------------------------------
@@ -195,14 +211,7 @@ def test_the_catalogue_lists_the_held_out_tasks_without_incidents_and_health_nam
 
 @pytest.mark.parametrize("task", TASKS_PLAYED)
 async def test_websocket_frames_name_no_seed_and_no_answer(keyed_url: str, task: str) -> None:
-    texts: list[str] = []
-    async with connect(ws_url(keyed_url)) as ws:
-
-        async def ask(frame: dict[str, Any]) -> dict[str, Any]:
-            await ws.send(json.dumps(frame))
-            texts.append(str(await ws.recv()))
-            return json.loads(texts[-1])
-
+    async with asking(keyed_url) as (ask, texts):
         reset = await ask({"type": "reset", "data": {"task_id": task, "seed": SEED}})
         observation = reset["data"]["observation"]
         for action in script(observation["services"]):
@@ -345,14 +354,7 @@ def test_a_drawn_seed_is_reported_in_process_only_once_the_episode_is_over() -> 
 
 
 async def test_websocket_frames_withhold_a_drawn_seed_until_the_end(keyed_url: str) -> None:
-    texts: list[str] = []
-    async with connect(ws_url(keyed_url)) as ws:
-
-        async def ask(frame: dict[str, Any]) -> dict[str, Any]:
-            await ws.send(json.dumps(frame))
-            texts.append(str(await ws.recv()))
-            return json.loads(texts[-1])
-
+    async with asking(keyed_url) as (ask, texts):
         reset = await ask({"type": "reset", "data": {"task_id": OPEN_TASK}})
         midway = await ask({"type": "state"})
         assert "seed" not in reset["data"]["observation"]["metadata"] and midway["data"]["seed"] is None
