@@ -198,6 +198,8 @@ def _without_last_remedy(world: World) -> World:
 def judge_remedy(world: World) -> RemedyVerdict:
     """The world's last remedy, judged by its effect in the world model (privileged: for grading)."""
     last = world.history[-1]
+    if last.outcome == "heals":  # a fix is no waste whatever else it did: nothing to measure
+        return RemedyVerdict(last.step, last.remedy, last.service, True, (), False)
     without = _without_last_remedy(world)
     eased: set[str] = set()
     hurts = False
@@ -210,7 +212,7 @@ def judge_remedy(world: World) -> RemedyVerdict:
         }
         (error, p99), (error_then, p99_then) = world.graded_impact(step), without.graded_impact(step)
         hurts |= error - error_then >= EASED_ERROR or p99 - p99_then >= EASED_P99 * p99_then
-    return RemedyVerdict(last.step, last.remedy, last.service, last.outcome == "heals", tuple(sorted(eased)), hurts)
+    return RemedyVerdict(last.step, last.remedy, last.service, False, tuple(sorted(eased)), hurts)
 
 
 def remedy_reward(ledger: Ledger, world: World) -> float:
