@@ -204,6 +204,37 @@ def take(driver: Any, action: str) -> None:
     wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#timeline li")) == before + 1)
 
 
+def postmortem_shown(driver: Any) -> dict[str, Any]:
+    """The postmortem box as the page shows it: its column heads, a row of cells per root cause, the
+    severity line; empty when the box is hidden or holds no table."""
+    if not driver.find_element(By.ID, "postmortem").is_displayed():
+        return {}
+    rows = driver.find_elements(By.CSS_SELECTOR, "#postmortem .roots tbody tr")
+    return {
+        "head": texts(driver, "#postmortem .roots thead th"),
+        "rows": [[c.get_attribute("textContent").strip() for c in r.find_elements(By.CSS_SELECTOR, "th, td")]
+                 for r in rows],
+        "severity": texts(driver, "#postmortem .pm-severity"),
+    }
+
+
+def postmortem_expected(report: dict[str, Any]) -> dict[str, Any]:
+    """What the page must show of a postmortem: per root cause, named and fixed and each credit."""
+    roots = report["root_causes"]
+    parts = list(dict.fromkeys(part for root in roots for part in root["credited"]))
+    yes = {True: "yes", False: "no"}
+    severity = []
+    if report["severity"]:
+        severity = [f"severity expected: {report['severity']}, declared {report['declared_severity'] or 'none'}. "
+                    f"{report['severity_basis']}"]
+    return {
+        "head": ["root cause", "fault", "fixes", "named", "fixed", *(f"{p.replace('_', ' ')} credited" for p in parts)],
+        "rows": [[r["service"], r["fault"], ", ".join(r["fixes"]), yes[r["named"]], yes[r["fixed"]],
+                  *(f"{r['credited'][p]:.3f}" for p in parts)] for r in roots],
+        "severity": severity,
+    }
+
+
 def test_a_person_plays_a_triage_incident_to_the_end_by_clicking(page: Any, server_url: str) -> None:
     open_page(page, f"{server_url}/")  # the root redirects to the page
     assert page.current_url == f"{server_url}/web/"
@@ -225,6 +256,7 @@ def test_a_person_plays_a_triage_incident_to_the_end_by_clicking(page: Any, serv
     assert texts(page, "#metrics tbody th") == [suspect]
     assert text(page, "#stat-step") == "2 / 3"
     assert text(page, "#stat-sla").endswith("min") and "UTC" in text(page, "#stat-clock")
+    assert postmortem_shown(page) == {} and not page.find_elements(By.CSS_SELECTOR, "#postmortem *")
 
     page.find_element(By.CSS_SELECTOR, f'#rc-list input[value="{suspect}"]').click()
     page.find_element(By.CSS_SELECTOR, '#severity input[value="P0"] + span').click()
@@ -239,6 +271,9 @@ def test_a_person_plays_a_triage_incident_to_the_end_by_clicking(page: Any, serv
     assert text(page, "#score-value") == f"{final['observation']['score']:.4f}"
     shown = dict(zip(texts(page, "#breakdown th"), texts(page, "#breakdown td.val"), strict=True))
     assert shown == {k.replace("_", " "): signed(v) for k, v in final["observation"]["breakdown"].items()}
+    report = final["observation"]["postmortem"]
+    assert postmortem_shown(page) == postmortem_expected(report)
+    assert report["declared"] == [suspect] and report["declared_severity"] == "P0"
     assert texts(page, "#timeline .reward") == [signed(o["reward"]) for o in observations[1:]]
     assert text(page, "#stat-reward") == signed(final["reward"])
     # The episode is over: nothing more can be sent.
@@ -305,9 +340,11 @@ def test_an_agent_run_is_replayed_step_by_step_from_its_results_file(
     assert not page.find_element(By.ID, "replay-next").is_enabled()
     assert text(page, "#score-value") == f"{record.score:.4f}"
     assert page.find_element(By.ID, "result").is_displayed()
+    assert postmortem_shown(page) == postmortem_expected(msgspec.to_builtins(observations[-1].postmortem))
     screenshot(page, "replay-end-desktop")
     page.find_element(By.ID, "replay-prev").click()
     wait(page, lambda d: not d.find_element(By.ID, "result").is_displayed())
+    assert postmortem_shown(page) == {} and not page.find_elements(By.CSS_SELECTOR, "#postmortem *")
     assert text(page, "#stat-step").startswith(f"{observations[-2].step_count} /")
 
 
@@ -480,11 +517,16 @@ def test_a_held_out_episode_on_the_page_shows_no_seed_and_no_answer(
     page.find_element(By.CSS_SELECTOR, '#severity input[value="P1"] + span').click()
     take(page, "declare")
     wait(page, lambda d: d.find_element(By.ID, "result").is_displayed())
-    shown = [page.execute_script("return document.documentElement.outerHTML"),
-             *(json.dumps(frame) for frame in frames_received(page))]
+    frames = frames_received(page)
+    shown = [page.execute_script("return document.documentElement.outerHTML"), *(json.dumps(f) for f in frames)]
+    final = [f["data"] for f in frames if f["type"] == "observation"][-1]["observation"]
     if task_id == "holdout_expert":
         assert leaks(shown) == []
         assert text(page, "#score-value")  # the score is shown, the postmortem is not
+        assert final["postmortem"] is None and postmortem_shown(page) == {}
+        assert not page.find_elements(By.CSS_SELECTOR, "#postmortem *")
         screenshot(page, "play-held-out-desktop")
     else:  # the open tier's postmortem names its faults: the check above would see a leak
         assert leaks(shown)
+        assert postmortem_shown(page) == postmortem_expected(final["postmortem"])
+        screenshot(page, "play-open-tier-end-desktop")

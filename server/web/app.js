@@ -66,6 +66,7 @@
     return value > 0.005 ? `+${text}` : text;
   };
   const scoreText = (value) => (num(value) ? value.toFixed(4) : '–');
+  const credit = (value) => (num(value) ? value.toFixed(3) : '–');
   const sign = (value) => (!num(value) || Math.abs(value) < 0.005 ? 'zero' : value > 0 ? 'pos' : 'neg');
   const clockText = (iso) => {
     const match = /T(\d\d:\d\d)/.exec(iso || '');
@@ -395,6 +396,8 @@
     }
     const visible = num(score) || (record && last && record.error);
     show($('result'), Boolean(visible));
+    // Emptied on every step, so that stepping back through a replay leaves no postmortem behind.
+    renderPostmortem(obs && obs.done ? obs.postmortem : null);
     if (!visible) return;
     $('score-value').textContent = scoreText(score);
     const note = clear($('score-note'));
@@ -411,17 +414,36 @@
         h('td', { class: `val ${sign(value)}`, text: signed(value) }),
         h('td', { class: 'barcell' }, bar)));
     }
-    renderPostmortem(obs && obs.done ? obs.postmortem : null);
   }
 
-  // What the episode's end revealed: the truth and, for each part that fell short, what was missed.
+  // What the episode's end revealed, from the last observation's postmortem alone (a held-out
+  // episode has none): per root cause whether the answer named it, whether its fix was in effect at
+  // the end and what each part of the score credited it; the severity graded beside the one
+  // declared; and, for each part that fell short, what was missed.
   function renderPostmortem(report) {
     const box = clear($('postmortem'));
     show(box, Boolean(report));
     if (!report) return;
-    const roots = report.root_causes.map((root) => `${root.service}: ${root.fault} (fixes: ${root.fixes.join(', ')})`);
-    const lines = [['root causes', roots.join('; ')], ['declared', report.declared.join(', ') || 'nothing']];
-    if (report.severity) lines.push(['severity', `${report.severity}: ${report.severity_basis}`]);
+    const parts = [...new Set(report.root_causes.flatMap((root) => Object.keys(root.credited)))];
+    const flag = (value) => h('td', { class: `flag ${value ? 'pos' : 'neg'}`, text: value ? 'yes' : 'no' });
+    const labels = ['root cause', 'fault', 'fixes', 'named', 'fixed',
+      ...parts.map((part) => `${part.replace(/_/g, ' ')} credited`)];
+    const rows = report.root_causes.map((root) => h('tr', { dataset: { service: root.service } },
+      h('th', { scope: 'row', text: root.service }),
+      h('td', { text: root.fault }),
+      h('td', { text: root.fixes.join(', ') }),
+      flag(root.named),
+      flag(root.fixed),
+      parts.map((part) => h('td', { class: `val ${sign(root.credited[part])}`, text: credit(root.credited[part]) }))));
+    box.append(h('div', { class: 'table-wrap' }, h('table', { class: 'roots' },
+      h('thead', null, h('tr', null, labels.map((label) => h('th', { scope: 'col', text: label })))),
+      h('tbody', null, rows))));
+    if (report.severity) {
+      box.append(h('div', { class: 'pm-severity' },
+        h('b', { text: 'severity expected: ' }), h('span', { class: 'expected', text: report.severity }),
+        `, declared ${report.declared_severity || 'none'}. ${report.severity_basis}`));
+    }
+    const lines = [['declared', report.declared.join(', ') || 'nothing']];
     for (const [part, why] of Object.entries(report.missed)) lines.push([`missed: ${part.replace(/_/g, ' ')}`, why]);
     for (const [label, text] of lines) box.append(h('div', null, h('b', { text: `${label}: ` }), text));
   }
