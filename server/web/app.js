@@ -464,8 +464,8 @@
     }
   }
 
-  // Status of each service as far as the observation shows it: what a health check said, else
-  // unknown (a dashboard shows values, not a status).
+  // A service's pod status as its last health check printed it, else unknown: told in the node's
+  // title, never drawn as a colour (the page no more judges a service than the views do).
   function serviceStatus(obs, name) {
     const health = obs.visible_health && obs.visible_health[name];
     const match = health ? /status=(\w+)/.exec(health) : null;
@@ -568,7 +568,7 @@
       const at = positions.get(card.name);
       const status = serviceStatus(obs, card.name);
       const level = alertLevel(obs, card.name);
-      const classes = ['node', `st-${status}`];
+      const classes = ['node'];
       if (level) classes.push(`alert-${level}`);
       if (app.selected === card.name) classes.push('selected');
       const name = card.name.length > 19 ? `${card.name.slice(0, 18)}…` : card.name;
@@ -600,9 +600,8 @@
     const kinds = new Map((obs.topology || []).map((card) => [card.name, card]));
     for (const name of obs.services) {
       const card = kinds.get(name);
-      const status = serviceStatus(obs, name);
       list.append(h('button', {
-        type: 'button', role: 'option', class: `chip st-${status}`, 'aria-selected': String(app.selected === name),
+        type: 'button', role: 'option', class: 'chip', 'aria-selected': String(app.selected === name),
         dataset: { service: name }, title: card ? `${card.kind}${card.user_facing ? ', user-facing' : ''}` : name,
         onclick: () => select(name),
       }, name));
