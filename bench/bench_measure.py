@@ -8,8 +8,8 @@ rates and the reference ladder.
   severity accuracy per tier on the frozen evaluation set.
 - identify: the share of training incidents per tier whose every alternative hypothesis is
   contradicted by their full telemetry, and the kinds of hypotheses that survived.
-- audit: episodes of random and reference play in final-reward mode; messages and diagnostics that
-  match the judgment word list, and intermediate rewards that are not 0.
+- audit: episodes of random and reference play in final-reward mode; observation texts (every field
+  but the postmortem) that match the judgment words, and intermediate rewards that are not 0.
 - rates: incidents where two services show an identical error rate at reset; incidents where the
   visible service is a root, against the share of roots among the services.
 - ladder: mean score with a 95% interval per reference agent, per suite and generated tier.
@@ -213,7 +213,7 @@ def oracle_audit(count: int) -> None:
         found += judged
         paid += nonzero
     print(f"\n## Oracle audit ({count} episodes, {total_steps} steps, agents {', '.join(names)} in turn)\n")
-    print(f"- messages or diagnostics matching the judgment word list: {len(found)}")
+    print(f"- observation texts (every field but the postmortem) matching the judgment words: {len(found)}")
     print(f"- intermediate rewards other than 0 in final mode: {paid}")
     for text in found[:5]:
         print(f"  - {text!r}")

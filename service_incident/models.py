@@ -302,7 +302,7 @@ class Observation(Struct, kw_only=True, omit_defaults=False):
     visible_deploys: dict[str, str] = {}
     visible_db: dict[str, str] = {}
     visible_traces: dict[str, str] = {}
-    # Health of every service at a glance, in tasks that show a service dashboard.
+    # Every service's golden signals at a glance (values, no verdict), in tasks that show a dashboard.
     dashboard: dict[str, str] = {}
     step_count: int
     max_steps: int

@@ -130,15 +130,6 @@ def test_postmortem_only_at_the_end_says_what_was_missed() -> None:
     assert "not named: db" in report.missed["root_cause"] and "auth" in report.missed["root_cause"]
 
 
-def test_judgment_words_are_caught() -> None:
-    for text in ("something abnormal", "nothing abnormal here", "upstreams named in those lines: db", "looks healthy",
-                 "likely the root cause", "this is anomalous"):
-        assert JUDGMENT.search(text), text
-    for text in ("Inspected the logs of db.", "8 lines in the last 120 s (2 ERROR)", "status=Running restarts=0",
-                 "The metrics of db show nothing new since you last looked."):
-        assert not JUDGMENT.search(text), text
-
-
 @pytest.mark.parametrize(
     ("payload", "fragment"),
     [
