@@ -56,6 +56,13 @@ def action_table() -> str:
     return "\n".join(rows)
 
 
+def action_list() -> str:
+    """Every action's name by kind, for prose that must not fall behind the action types."""
+    kinds = {"inspect": "views", "remedy": "remedies", "answer": "answers"}
+    groups = {kind: [f"`{action_name(a)}`" for a in ACTION_TYPES if a.kind == kind] for kind in kinds}
+    return "; ".join(f"{label} {', '.join(groups[kind])}" for kind, label in kinds.items()) + "."
+
+
 def alert_table() -> str:
     rows = ["| page | on | fires at |", "|---|---|---|"]
     for rule in ALERT_RULES:
@@ -97,6 +104,7 @@ def weight_table() -> str:
 
 
 TABLES = {
-    "faults": fault_table, "remedies": remedy_table, "actions": action_table, "alerts": alert_table,
+    "faults": fault_table, "remedies": remedy_table, "actions": action_table,
+    "action-list": action_list, "alerts": alert_table,
     "presets": preset_table, "rewards": reward_table, "weights": weight_table,
 }
