@@ -5,7 +5,7 @@ Prints median and p99 microseconds per call for every task (the expert's moves: 
 history and health included), for 15-service training incidents alone, and for the 15-service
 incidents of the frozen evaluation set reset by id (no generation). `--clock cpu` times the
 process's CPU time instead of the wall clock: on a shared machine, other work then inflates nothing.
-    python bench/bench_core.py [--episodes N] [--clock wall|cpu]
+    python bench/bench_core.py [--episodes N] [--clock wall|cpu] [--tasks ID ...] [--no-frozen]
 """
 
 from __future__ import annotations
@@ -61,17 +61,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=1000, help="episodes per task")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall", help="what a call's time is")
+    parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS), help="tasks to time")
+    parser.add_argument("--no-frozen", action="store_true", help="skip the frozen 15-service incidents")
     args = parser.parse_args()
     clock = CLOCKS[args.clock]
     print(f"{'task':<26}{'reset p50 us':>14}{'reset p99 us':>14}{'step p50 us':>14}{'step p99 us':>14}")
     largest: list[float] = []
-    for task_id in TASKS:
+    for task_id in args.tasks:
         measure(task_id, 20, clock)  # warm caches and the allocator
         resets, steps = measure(task_id, args.episodes, clock)
         print(row(task_id, [seconds for _, seconds in resets], steps))
         largest += [seconds for count, seconds in resets if count == MAX_SERVICES]
     if largest:
         print(row(f"{MAX_SERVICES}-service resets ({len(largest)})", largest, []))
+    if args.no_frozen:
+        return
     frozen = [i for i, incident in dataset.frozen().items() if len(incident.services) == MAX_SERVICES]
     task = next(t.id for t in TASKS.values() if frozen and frozen[0] in t.incidents)
     resets, steps = measure(task, args.episodes, clock, frozen)

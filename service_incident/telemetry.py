@@ -40,7 +40,7 @@ from .world import (
     fault_lead,
     spread,
     unit,
-    wobble,
+    wobbles,
 )
 
 View = Literal["logs", "metrics", "health", "deploys", "db", "traces"]
@@ -52,6 +52,8 @@ LEVELS = ("CRIT", "PANIC", "FATAL", "ERROR", "WARN", "LOG", "INFO")
 TRACES_SAMPLED = 4
 TRACE_CANDIDATES = 12
 TRACE_DEPTH = 3
+# The noise channels of a metric point's signals: p99, error rate, request rate, CPU, memory.
+_POINT_CHANNELS = range(10, 15)
 # A faulty service's own span status by how its requests fail; each wording is shared by several fault types.
 SPAN_STATUS: dict[FailureMode, str] = {
     "error": "error(500)", "write": "error(500)", "refused": "error(503)", "rejected": "error(rejected)",
@@ -90,6 +92,9 @@ _WATCHING: dict[bool, tuple[AlertRule, ...]] = {
     facing: tuple(rule for rule in ALERT_RULES if rule.audience in ("any", "user_facing" if facing else "internal"))
     for facing in (True, False)
 }
+
+
+_RULES = {rule.signal: rule for rule in ALERT_RULES}
 
 
 def fired(user_facing: bool, state: ServiceState) -> list[tuple[AlertRule, float]]:
@@ -255,6 +260,9 @@ class Telemetry:
         self._releases: dict[str, datetime] = {}
         self._minutes: dict[int, str] = {}  # "HH:MM" of each minute a metric point is stamped with
         self._began: dict[tuple[str, str, int], str] = {}
+        # Every service with the rules that watch it, in the order pages list their readings.
+        self._watched = [(spec.name, _WATCHING[spec.user_facing]) for spec in world.incident.services]
+        self._facing = frozenset(spec.name for spec in world.incident.services if spec.user_facing)
 
     # -- the entry point ---------------------------------------------------------------------------
 
@@ -613,20 +621,17 @@ class Telemetry:
             return cached[1]
         state = states[service]
         key = world.plan.by_name[service].key ^ (self.seed & 0xFFFFFFFF) ^ (self.seed >> 32 & 0xFFFFFFFF)
-
-        def jitter(value: float, channel: int) -> float:
-            return value * (1.0 + METRIC_NOISE * wobble(key, minute, 10 + channel))
-
+        signals = (state.p99_ms, state.error_rate, state.rps, state.cpu_pct, state.memory_pct)
+        noise = wobbles(key, minute, _POINT_CHANNELS)
+        p99, error_rate, rps, cpu, memory = [
+            value * (1.0 + METRIC_NOISE * wobble) for value, wobble in zip(signals, noise, strict=True)
+        ]
         at = self._minutes.get(minute)
         if at is None:
             at = self._minutes[minute] = format_time(clock(world, minute))[11:16]
         point = MetricPoint(
-            at=at,
-            p99_ms=float(round(jitter(state.p99_ms, 0))),
-            error_rate=significant(min(1.0, jitter(state.error_rate, 1))),
-            rps=float(round(jitter(state.rps, 2), 1)),
-            cpu_pct=round(min(100.0, jitter(state.cpu_pct, 3)), 1),
-            memory_pct=round(min(100.0, jitter(state.memory_pct, 4)), 1),
+            at, float(round(p99)), significant(min(1.0, error_rate)), float(round(rps, 1)),
+            round(min(100.0, cpu), 1), round(min(100.0, memory), 1),
         )
         self._points[(service, minute)] = (states, point)
         return point
@@ -935,11 +940,13 @@ class Telemetry:
         cached = self._readings.get(step)
         if cached is not None and cached[0] is states:
             return cached[1]
-        found = {
-            (spec.name, rule.signal): value
-            for spec in self.world.incident.services
-            for rule, value in fired(spec.user_facing, states[spec.name])
-        }
+        found = {}
+        for name, rules in self._watched:
+            state = states[name]
+            for rule in rules:
+                value = rule.value(state)
+                if value >= rule.threshold:
+                    found[(name, rule.signal)] = value
         self._readings[step] = (states, found)
         return found
 
@@ -990,7 +997,7 @@ class Telemetry:
         incident = self.world.incident
         first, peaks = self._history(step)
         now = self.readings(step)
-        rules = {rule.signal: rule for rule in ALERT_RULES}
+        rules = _RULES
         alerts = []
         for (service, signal), peak in peaks.items():
             rule = rules[signal]
@@ -1023,7 +1030,7 @@ class Telemetry:
             since = started - timedelta(minutes=fault_lead(incident, fault, index))
             status: Literal["firing", "resolved"] = "firing" if live else "resolved"
             alerts.append(_disk_alert(world, fault.service, value, peak, since, status))
-        facing = {s.name for s in incident.services if s.user_facing}
+        facing = self._facing
         alerts.sort(key=lambda a: (a.status != "firing", a.level != "critical", a.service not in facing, a.service))
         return alerts
 

@@ -99,9 +99,11 @@ class Draws:
 _WOBBLE_KEY, _WOBBLE_STEP, _WOBBLE_CHANNEL = 0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D
 
 
-def wobble(key: int, step: int, channel: int) -> float:
-    """Per-minute noise in [-1, 1): an integer hash of (service, minute, channel), cheap on every step."""
-    return _mix(key * _WOBBLE_KEY + _wobble_minute(step) + channel * _WOBBLE_CHANNEL)
+def wobbles(key: int, step: int, channels: range) -> list[float]:
+    """Per-minute noise in [-1, 1) on each channel: an integer hash of (service, minute, channel), cheap on
+    every step."""
+    keyed = key * _WOBBLE_KEY + _wobble_minute(step)
+    return [_mix(keyed + channel * _WOBBLE_CHANNEL) for channel in channels]
 
 
 def _wobble_minute(step: int) -> int:
@@ -357,7 +359,9 @@ class _Steps(dict[int, dict[str, ServiceState]]):
         return self.touched is not None and step >= self.touched
 
     def get(self, step: int, default: None = None) -> dict[str, ServiceState] | None:  # type: ignore[override]
-        return super().get(step) if self._own(step) else self.shared.get(step)
+        # _own spelled out: every view asks for states, several times a step.
+        touched = self.touched
+        return dict.get(self, step) if touched is not None and step >= touched else self.shared.get(step)
 
     def __setitem__(self, step: int, states: dict[str, ServiceState]) -> None:
         if self._own(step):
@@ -689,25 +693,13 @@ class World:
             memory = memory if memory < 99.9 else 99.9
             request_error = error_rate if error_rate < 1.0 else 1.0
             call_failure = error_rate + silent
+            # Positional: a Struct built from keywords costs several times as much, once per service per minute.
             states[name] = ServiceState(
-                name=name,
-                p50_ms=p50,
-                p99_ms=floor if floor > p99 else p99,
-                error_rate=reported if reported < 1.0 else 1.0,
-                rps=requests,
-                cpu_pct=cpu if cpu > 0.5 else 0.5,
-                memory_pct=memory if memory > 1.0 else 1.0,
-                health=health or _health(error_rate, p99, healthy_p99.get(name, p99)),
-                call_failure=call_failure if call_failure < 1.0 else 1.0,
-                mode=mode,
-                failing_upstreams=tuple(failing),
-                fault_strength=strength_total,
-                self_p50_ms=self_p50,
-                self_p99_ms=self_p99,
-                side_error=extra_error,
-                minor_error=minor_error,
-                minor_mode=minor_mode,
-                request_error=request_error,
+                name, p50, floor if floor > p99 else p99, reported if reported < 1.0 else 1.0, requests,
+                cpu if cpu > 0.5 else 0.5, memory if memory > 1.0 else 1.0,
+                health or _health(error_rate, p99, healthy_p99.get(name, p99)),
+                call_failure if call_failure < 1.0 else 1.0, mode, tuple(failing), strength_total,
+                self_p50, self_p99, extra_error, minor_error, minor_mode, request_error,
             )
         return states
 
