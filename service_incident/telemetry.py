@@ -255,8 +255,10 @@ class Telemetry:
         self._trace_step = 0
         self._points: dict[tuple[str, int], tuple[dict[str, ServiceState], MetricPoint]] = {}
         self._seen: dict[tuple[View, str], tuple[object, Look]] = {}
-        # Pods by (service, step, remedies applied so far): a step's pods change only with a remedy.
-        self._pods: dict[tuple[str, int, int], list[Pod]] = {}
+        # Pods by (service, step, remedies applied so far): a step's pods change only with a remedy. A
+        # service whose containers do not crash keeps its pods until a remedy touches it: by (service,).
+        self._pods: dict[tuple[str, int, int] | tuple[str], list[Pod]] = {}
+        self._crash_of: dict[str, tuple[FaultType, int, Callable[[int], float]] | None] = {}
         self._releases: dict[str, datetime] = {}
         self._minutes: dict[int, str] = {}  # "HH:MM" of each minute a metric point is stamped with
         self._began: dict[tuple[str, str, int], str] = {}
@@ -309,10 +311,16 @@ class Telemetry:
     def pods(self, service: str, step: int) -> list[Pod]:
         """The pods running a service at a step: a rollout (restart, rollback) replaces them all, a
         scale-up adds new ones, and a crashing container restarts inside its pod with a new PID."""
-        key = (service, step, len(self.world.history))
-        if key not in self._pods:
-            self._pods[key] = self._new_pods(service, step)
-        return self._pods[key]
+        history = self.world.history
+        if self._crash(service) is None and not any(e.service == service and e.step <= step for e in history):
+            # Nothing has happened to its pods yet: they are the same at every such step.
+            key: tuple[str, int, int] | tuple[str] = (service,)
+        else:
+            key = (service, step, len(history))
+        found = self._pods.get(key)
+        if found is None:
+            found = self._pods[key] = self._new_pods(service, step)
+        return found
 
     def _new_pods(self, service: str, step: int) -> list[Pod]:
         world, iid = self.world, self.world.incident.id
@@ -380,7 +388,13 @@ class Telemetry:
 
     def _crash(self, service: str) -> tuple[FaultType, int, Callable[[int], float]] | None:
         """The fault that crashes a service's containers, the step it began, and its strength by step: a
-        fault of the incident, or a red herring's minor fault, which crashes a container now and then."""
+        fault of the incident, or a red herring's minor fault, which crashes a container now and then
+        (kept: it depends on the incident alone)."""
+        if service not in self._crash_of:
+            self._crash_of[service] = self._find_crash(service)
+        return self._crash_of[service]
+
+    def _find_crash(self, service: str) -> tuple[FaultType, int, Callable[[int], float]] | None:
         world, incident = self.world, self.world.incident
         for index, fault in enumerate(incident.faults):
             kind = FAULTS[fault.type]
@@ -865,6 +879,7 @@ class Telemetry:
         source = sources.get(service)
         if source is None:
             source = sources[service] = self._span_source(service, states)
+        random_ = rng.random
         op = pick(rng, source.operations)
         if source.templated:
             op = fill(op, rng, {})
@@ -874,14 +889,15 @@ class Telemetry:
         status = "ok"
         total = own
         # One draw for both, so a service without a minor fault samples as it always has.
-        draw = rng.random()
-        if draw < source.own_error:
+        draw = random_()
+        own_error = source.own_error
+        if draw < own_error:
             status = source.failure
-        elif draw < source.own_error + source.minor_error * (1.0 - source.own_error):
+        elif source.minor_error and draw < own_error + source.minor_error * (1.0 - own_error):
             status = source.minor_failure
         if depth < TRACE_DEPTH:
             for child in source.node.edges:
-                if rng.random() >= child.share:
+                if random_() >= child.share:
                     continue
                 took, child_status = self._span(child.dep, states, sources, rng, depth + 1, spans, child)
                 total += took

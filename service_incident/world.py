@@ -402,6 +402,8 @@ class World:
     _key: bytes = b""
     # States of steps with restarts as they would be without the restarts' own disruption, for grading.
     _undisrupted: dict[int, dict[str, ServiceState]] = field(default_factory=dict)
+    # Faults' strengths by (step, remedies applied): only a remedy changes a fault's course.
+    _strengths: dict[tuple[int, int], tuple[float, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         incident = self.incident
@@ -494,7 +496,11 @@ class World:
 
     def strengths(self, step: int) -> tuple[float, ...]:
         """Every fault's strength at a step, to two places: what a view's content follows besides noise."""
-        return tuple(round(run.strength(step), 2) for run in self._runs)
+        key = (step, len(self.history))
+        found = self._strengths.get(key)
+        if found is None:
+            found = self._strengths[key] = tuple(round(run.strength(step), 2) for run in self._runs)
+        return found
 
     def healed_at(self, index: int) -> int | None:
         """The step the fix of the incident's fault `index` took effect (an escalation's a step late)."""
