@@ -262,6 +262,7 @@ class Telemetry:
         self._releases: dict[str, datetime] = {}
         self._minutes: dict[int, str] = {}  # "HH:MM" of each minute a metric point is stamped with
         self._began: dict[tuple[str, str, int], str] = {}
+        self._rendered: dict[tuple[str, str, int, bool, float, float], Alert] = {}
         # Every service with the rules that watch it, in the order pages list their readings.
         self._watched = [(spec.name, _WATCHING[spec.user_facing]) for spec in world.incident.services]
         self._facing = frozenset(spec.name for spec in world.incident.services if spec.user_facing)
@@ -1024,15 +1025,21 @@ class Telemetry:
                 while cleared > first[(service, signal)] and (service, signal) not in self.readings(cleared - 1):
                     cleared -= 1
                 value = rule.value(self.world.states_at(cleared)[service])
-            since = self._since(service, signal, first[(service, signal)])
-            critical = rule.critical_at is not None and peak >= rule.critical_at
-            shown = significant if signal.endswith("ratio") else _tenths
-            alerts.append(Alert(
-                service=service, signal=signal, level="critical" if critical else "warning",
-                status="firing" if (service, signal) in now else "resolved",
-                value=shown(value), peak=shown(peak),
-                summary=rule.summary.format(value=value, peak=peak), since=since,
-            ))
+            began = first[(service, signal)]
+            firing = (service, signal) in now
+            # A page that did not move since it was last rendered (a resolved one, mostly) is that one again.
+            key = (service, signal, began, firing, value, peak)
+            alert = self._rendered.get(key)
+            if alert is None:
+                critical = rule.critical_at is not None and peak >= rule.critical_at
+                shown = significant if signal.endswith("ratio") else _tenths
+                alert = self._rendered[key] = Alert(
+                    service=service, signal=signal, level="critical" if critical else "warning",
+                    status="firing" if firing else "resolved",
+                    value=shown(value), peak=shown(peak),
+                    summary=rule.summary.format(value=value, peak=peak), since=self._since(service, signal, began),
+                )
+            alerts.append(alert)
         started = parse_time(incident.started_at)
         world = self.world
         alerts += self._stale_alerts

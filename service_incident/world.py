@@ -120,7 +120,7 @@ def _mix(x: int) -> float:
     return x / 2147483648.0 - 1.0
 
 
-class Edge(msgspec.Struct, frozen=True):
+class Edge(msgspec.Struct, frozen=True, gc=False):
     """How a caller uses one dependency."""
 
     dep: str
@@ -133,7 +133,7 @@ class Edge(msgspec.Struct, frozen=True):
     style: Literal["named", "host", "endpoint", "bare"]
 
 
-class Node(msgspec.Struct, frozen=True):
+class Node(msgspec.Struct, frozen=True, gc=False):
     """One service's fixed character in this incident."""
 
     name: str
@@ -155,7 +155,7 @@ class Node(msgspec.Struct, frozen=True):
 
 # Structs rather than frozen dataclasses: a plan builds dozens of nodes and edges, and the simulation
 # a state per service per minute; a frozen dataclass's __init__ costs several times a Struct's.
-class ServiceState(msgspec.Struct, frozen=True):
+class ServiceState(msgspec.Struct, frozen=True, gc=False):
     name: str
     p50_ms: float
     p99_ms: float
