@@ -14,7 +14,9 @@ model. The state is noise-free per step; telemetry renders it as an engineer see
 from __future__ import annotations
 
 import math
+import sys
 import zlib
+from array import array
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
@@ -102,22 +104,45 @@ _WOBBLE_KEY, _WOBBLE_STEP, _WOBBLE_CHANNEL = 0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D
 def wobbles(key: int, step: int, channels: range) -> list[float]:
     """Per-minute noise in [-1, 1) on each channel: an integer hash of (service, minute, channel), cheap on
     every step."""
-    keyed = key * _WOBBLE_KEY + _wobble_minute(step)
-    return [_mix(keyed + channel * _WOBBLE_CHANNEL) for channel in channels]
+    return _mix_lanes(_channel_lanes(channels), len(channels), key * _WOBBLE_KEY + _wobble_minute(step))
 
 
 def _wobble_minute(step: int) -> int:
     return (step + 1000) * _WOBBLE_STEP
 
 
-def _mix(x: int) -> float:
-    x &= 0xFFFFFFFF
-    x ^= x >> 15
-    x = (x * 0x2C1B3C6D) & 0xFFFFFFFF
-    x ^= x >> 12
-    x = (x * 0x297A2D39) & 0xFFFFFFFF
-    x ^= x >> 15
-    return x / 2147483648.0 - 1.0
+_MASK32 = 0xFFFFFFFF
+
+
+def _mix_lanes(packed: int, count: int, add: int) -> list[float]:
+    """The hash, in [-1, 1), of each of `count` values plus `add`, the values held modulo 2**32 in 64-bit
+    lanes of one integer (`_pack`). Each step of the hash is then one operation on every lane at once: a
+    lane times a 30-bit constant stays within its 64 bits, and each shift is masked back into its lane.
+    A plan's services' noise costs about a fifth of hashing the values one by one."""
+    mask, ones = _lanes(count)
+    x = (packed + (add & _MASK32) * ones) & mask
+    x ^= (x >> 15) & mask
+    x = (x * 0x2C1B3C6D) & mask
+    x ^= (x >> 12) & mask
+    x = (x * 0x297A2D39) & mask
+    x ^= (x >> 15) & mask
+    return [lane / 2147483648.0 - 1.0 for lane in array("Q", x.to_bytes(8 * count, sys.byteorder))]
+
+
+@lru_cache(maxsize=256)
+def _lanes(count: int) -> tuple[int, int]:
+    """The mask of `count` 32-bit values in 64-bit lanes, and the integer with a 1 in each lane."""
+    ones = sum(1 << (64 * lane) for lane in range(count))
+    return ones * _MASK32, ones
+
+
+def _pack(values: list[int]) -> int:
+    return sum((value & _MASK32) << (64 * lane) for lane, value in enumerate(values))
+
+
+@lru_cache(maxsize=16)
+def _channel_lanes(channels: range) -> int:
+    return _pack([channel * _WOBBLE_CHANNEL for channel in channels])
 
 
 class Edge(msgspec.Struct, frozen=True, gc=False):
@@ -189,7 +214,7 @@ class ServiceState(msgspec.Struct, frozen=True, gc=False):
         return self.p99_ms
 
 
-_Loop = tuple[Node, int, float, float, float, float, bool, tuple[tuple[Edge, float, float], ...]]
+_Loop = tuple[Node, float, float, float, float, bool, tuple[tuple[Edge, float, float], ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,10 +223,12 @@ class Plan:
     by_name: dict[str, Node]
     capacity_rps: dict[str, float]
     healthy_rps: dict[str, float]
-    # Per service, what the simulation loop needs besides the minute: (node, its noise key mixed in,
-    # capacity, queueing at its baseline load, queueing at healthy traffic, memory noise, whether it is
-    # a system of record, and per edge (edge, share of requests a failed call fails, retry exponent)).
+    # Per service, what the simulation loop needs besides the minute: (node, capacity, queueing at its
+    # baseline load, queueing at healthy traffic, memory noise, whether it is a system of record, and per
+    # edge (edge, share of requests a failed call fails, retry exponent)).
     loop: tuple[_Loop, ...]
+    # The services' noise keys on their two channels, in the simulation's order, packed for `_mix_lanes`.
+    noise: int
     # Each service's p99 with nothing wrong anywhere, filled by the first world built on this plan.
     healthy_p99: dict[str, float] = field(default_factory=dict)
 
@@ -266,7 +293,9 @@ def _plan_for(incident_id: str, wiring: tuple[tuple[str, str, str, bool, tuple[s
     ordered = tuple(nodes[name] for name in order)
     healthy = _flow(ordered, {}, {})
     capacity = {n.name: healthy[n.name] / (max(n.cpu_pct, 5.0) / 100.0) if healthy[n.name] else 1e9 for n in ordered}
-    return Plan(ordered, nodes, capacity, healthy, tuple(_loop(n, healthy[n.name], capacity[n.name]) for n in ordered))
+    noise = _pack([n.key * _WOBBLE_KEY + channel * _WOBBLE_CHANNEL for n in ordered for channel in (1, 2)])
+    loop = tuple(_loop(n, healthy[n.name], capacity[n.name]) for n in ordered)
+    return Plan(ordered, nodes, capacity, healthy, loop, noise)
 
 
 def _loop(node: Node, healthy_rps: float, capacity_rps: float) -> _Loop:
@@ -274,7 +303,7 @@ def _loop(node: Node, healthy_rps: float, capacity_rps: float) -> _Loop:
     base = _queueing(max(node.cpu_pct, 5.0) / 100.0)
     calm = _queueing(healthy_rps / capacity_rps if capacity_rps > 0 else 0.0) / base
     edges = tuple((e, e.share * e.weight, 1.0 + 0.5 * e.retries) for e in node.edges)
-    return (node, node.key * _WOBBLE_KEY, capacity_rps, base, calm, 0.3 * node.noise, node.kind in RECORD_KINDS, edges)
+    return (node, capacity_rps, base, calm, 0.3 * node.noise, node.kind in RECORD_KINDS, edges)
 
 
 def _flow(nodes: tuple[Node, ...], load: dict[str, float], shed: dict[str, float]) -> dict[str, float]:
@@ -595,12 +624,12 @@ class World:
         restarting = {name for name, steps in self._restarts.items() if step in steps} if disrupt else set()
         scaled = self._capacity
         healthy_p99 = plan_.healthy_p99
-        minute = _wobble_minute(step)
+        wobble = _mix_lanes(plan_.noise, 2 * len(plan_.loop), _wobble_minute(step))
         states: dict[str, ServiceState] = {}
-        for node, keyed, capacity_rps, base_queueing, calm_queueing, memory_noise, of_record, edges in plan_.loop:
+        for (node, capacity_rps, base_queueing, calm_queueing, memory_noise, of_record, edges), w1, w2 in zip(
+            plan_.loop, wobble[::2], wobble[1::2], strict=True
+        ):
             name = node.name
-            w1 = _mix(keyed + minute + _WOBBLE_CHANNEL)
-            w2 = _mix(keyed + minute + 2 * _WOBBLE_CHANNEL)
             noise = node.noise
             n1 = 1.0 + noise * w1
             nw2 = noise * w2
