@@ -203,6 +203,12 @@ def version_of(incident_id: str, service: str) -> tuple[str, str]:
     return f"v{major}.{minor}.{patch}", f"v{major}.{minor}.{patch - 1}"
 
 
+# A step's readings, and up to it: when each alert first fired, its peak since the page, when it last fired.
+_AlertHistory = tuple[
+    dict[tuple[str, str], float], dict[tuple[str, str], int], dict[tuple[str, str], float], dict[tuple[str, str], int]
+]
+
+
 @dataclass(frozen=True, slots=True)
 class Pod:
     name: str
@@ -251,7 +257,7 @@ class Telemetry:
         self.seed = seed
         self._alerts: dict[int, tuple[dict[tuple[str, str], float], list[Alert]]] = {}
         self._readings: dict[int, tuple[dict[str, ServiceState], dict[tuple[str, str], float]]] = {}
-        self._histories: dict[int, tuple[object, dict[tuple[str, str], int], dict[tuple[str, str], float]]] = {}
+        self._histories: dict[int, _AlertHistory] = {}
         self._trace_step = 0
         self._points: dict[tuple[str, int], tuple[dict[str, ServiceState], MetricPoint]] = {}
         self._seen: dict[tuple[View, str], tuple[object, Look]] = {}
@@ -969,21 +975,29 @@ class Telemetry:
 
     def _history(self, step: int) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], float]]:
         """When each alert first fired (since the start of the history) and its peak since the page,
-        up to a step; built on the previous step's."""
+        up to a step."""
+        _, first, peaks, _ = self._history_of(step)
+        return first, peaks
+
+    def _history_of(self, step: int) -> _AlertHistory:
+        """The readings of a step, and up to it when each alert first fired, its peak since the page, and
+        when it last fired; built on the previous step's."""
         readings = self.readings(step)
         cached = self._histories.get(step)
         if cached is not None and cached[0] is readings:
-            return cached[1], cached[2]
+            return cached
         if step > -HISTORY_MINUTES:
-            first, peaks = (dict(part) for part in self._history(step - 1))
+            _, *parts = self._history_of(step - 1)
+            first, peaks, last = (dict(part) for part in parts)
         else:
-            first, peaks = {}, {}
+            first, peaks, last = {}, {}, {}
         for key, value in readings.items():
             first.setdefault(key, step)
+            last[key] = step
             if step >= 0 or key not in peaks:
                 peaks[key] = max(peaks.get(key, 0.0), value)
-        self._histories[step] = (readings, first, peaks)
-        return first, peaks
+        found = self._histories[step] = (readings, first, peaks, last)
+        return found
 
     def _since(self, service: str, signal: str, began: int) -> str:
         """When an alert began, as pages print it; kept, since every step renders every alert."""
@@ -1012,19 +1026,16 @@ class Telemetry:
 
     def _render_alerts(self, step: int) -> list[Alert]:
         incident = self.world.incident
-        first, peaks = self._history(step)
-        now = self.readings(step)
+        now, first, peaks, last = self._history_of(step)
         rules = _RULES
         alerts = []
         for (service, signal), peak in peaks.items():
             rule = rules[signal]
             value = now.get((service, signal))
             if value is None:
-                # A resolved page shows the reading it resolved on, below its threshold.
-                cleared = step
-                while cleared > first[(service, signal)] and (service, signal) not in self.readings(cleared - 1):
-                    cleared -= 1
-                value = rule.value(self.world.states_at(cleared)[service])
+                # A resolved page shows the reading it resolved on, below its threshold: the minute after
+                # it last fired.
+                value = rule.value(self.world.states_at(last[(service, signal)] + 1)[service])
             began = first[(service, signal)]
             firing = (service, signal) in now
             # A page that did not move since it was last rendered (a resolved one, mostly) is that one again.
