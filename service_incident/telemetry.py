@@ -258,7 +258,6 @@ class Telemetry:
         self._alerts: dict[int, tuple[dict[tuple[str, str], float], list[Alert]]] = {}
         self._readings: dict[int, tuple[dict[str, ServiceState], dict[tuple[str, str], float]]] = {}
         self._histories: dict[int, _AlertHistory] = {}
-        self._trace_step = 0
         self._points: dict[tuple[str, int], tuple[dict[str, ServiceState], MetricPoint]] = {}
         self._seen: dict[tuple[View, str], tuple[object, Look]] = {}
         # Pods by (service, step, remedies applied so far): a step's pods change only with a remedy. A
@@ -269,8 +268,6 @@ class Telemetry:
         self._minutes: dict[int, str] = {}  # "HH:MM" of each minute a metric point is stamped with
         self._began: dict[tuple[str, str, int], str] = {}
         self._rendered: dict[tuple[str, str, int, bool, float, float], Alert] = {}
-        # Every service with the rules that watch it, in the order pages list their readings.
-        self._watched = [(spec.name, _WATCHING[spec.user_facing]) for spec in world.incident.services]
         self._facing = frozenset(spec.name for spec in world.incident.services if spec.user_facing)
 
     # -- the entry point ---------------------------------------------------------------------------
@@ -841,7 +838,6 @@ class Telemetry:
         states = world.states_at(step)
         rng = rng_for(self.seed, world.incident.id, service, "traces", step)
         drawn = []
-        self._trace_step = step
         # What a span of each service is drawn from, worked out once for all the candidates' spans.
         sources: dict[str, _SpanSource] = {}
         for _ in range(TRACE_CANDIDATES):
@@ -963,13 +959,11 @@ class Telemetry:
         cached = self._readings.get(step)
         if cached is not None and cached[0] is states:
             return cached[1]
-        found = {}
-        for name, rules in self._watched:
-            state = states[name]
-            for rule in rules:
-                value = rule.value(state)
-                if value >= rule.threshold:
-                    found[(name, rule.signal)] = value
+        found = {
+            (spec.name, rule.signal): value
+            for spec in self.world.incident.services
+            for rule, value in fired(spec.user_facing, states[spec.name])
+        }
         self._readings[step] = (states, found)
         return found
 

@@ -179,7 +179,9 @@ class Node(msgspec.Struct, frozen=True, gc=False):
 
 
 # Structs rather than frozen dataclasses: a plan builds dozens of nodes and edges, and the simulation
-# a state per service per minute; a frozen dataclass's __init__ costs several times a Struct's.
+# a state per service per minute; a frozen dataclass's __init__ costs several times a Struct's. The
+# simulation builds states positionally (keywords cost several times as much again): a new field goes
+# into `World._simulate` too, in this order. None holds a reference cycle, so none is garbage-collected.
 class ServiceState(msgspec.Struct, frozen=True, gc=False):
     name: str
     p50_ms: float
@@ -388,9 +390,7 @@ class _Steps(dict[int, dict[str, ServiceState]]):
         return self.touched is not None and step >= self.touched
 
     def get(self, step: int, default: None = None) -> dict[str, ServiceState] | None:  # type: ignore[override]
-        # _own spelled out: every view asks for states, several times a step.
-        touched = self.touched
-        return dict.get(self, step) if touched is not None and step >= touched else self.shared.get(step)
+        return super().get(step) if self._own(step) else self.shared.get(step)
 
     def __setitem__(self, step: int, states: dict[str, ServiceState]) -> None:
         if self._own(step):
