@@ -145,6 +145,7 @@ def _channel_lanes(channels: range) -> int:
     return _pack([channel * _WOBBLE_CHANNEL for channel in channels])
 
 
+# Edges, nodes and states hold no reference cycles: the garbage collector need not track them.
 class Edge(msgspec.Struct, frozen=True, gc=False):
     """How a caller uses one dependency."""
 
@@ -181,7 +182,7 @@ class Node(msgspec.Struct, frozen=True, gc=False):
 # Structs rather than frozen dataclasses: a plan builds dozens of nodes and edges, and the simulation
 # a state per service per minute; a frozen dataclass's __init__ costs several times a Struct's. The
 # simulation builds states positionally (keywords cost several times as much again): a new field goes
-# into `World._simulate` too, in this order. None holds a reference cycle, so none is garbage-collected.
+# into `World._simulate` too, in this order.
 class ServiceState(msgspec.Struct, frozen=True, gc=False):
     name: str
     p50_ms: float
