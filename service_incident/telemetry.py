@@ -40,7 +40,7 @@ from .world import (
     fault_lead,
     spread,
     unit,
-    wobble,
+    wobbles,
 )
 
 View = Literal["logs", "metrics", "health", "deploys", "db", "traces"]
@@ -52,6 +52,8 @@ LEVELS = ("CRIT", "PANIC", "FATAL", "ERROR", "WARN", "LOG", "INFO")
 TRACES_SAMPLED = 4
 TRACE_CANDIDATES = 12
 TRACE_DEPTH = 3
+# The noise channels of a metric point's signals: p99, error rate, request rate, CPU, memory.
+_POINT_CHANNELS = range(10, 15)
 # A faulty service's own span status by how its requests fail; each wording is shared by several fault types.
 SPAN_STATUS: dict[FailureMode, str] = {
     "error": "error(500)", "write": "error(500)", "refused": "error(503)", "rejected": "error(rejected)",
@@ -90,6 +92,9 @@ _WATCHING: dict[bool, tuple[AlertRule, ...]] = {
     facing: tuple(rule for rule in ALERT_RULES if rule.audience in ("any", "user_facing" if facing else "internal"))
     for facing in (True, False)
 }
+
+
+_RULES = {rule.signal: rule for rule in ALERT_RULES}
 
 
 def fired(user_facing: bool, state: ServiceState) -> list[tuple[AlertRule, float]]:
@@ -198,6 +203,12 @@ def version_of(incident_id: str, service: str) -> tuple[str, str]:
     return f"v{major}.{minor}.{patch}", f"v{major}.{minor}.{patch - 1}"
 
 
+# A step's readings, and up to it: when each alert first fired, its peak since the page, when it last fired.
+_AlertHistory = tuple[
+    dict[tuple[str, str], float], dict[tuple[str, str], int], dict[tuple[str, str], float], dict[tuple[str, str], int]
+]
+
+
 @dataclass(frozen=True, slots=True)
 class Pod:
     name: str
@@ -246,15 +257,18 @@ class Telemetry:
         self.seed = seed
         self._alerts: dict[int, tuple[dict[tuple[str, str], float], list[Alert]]] = {}
         self._readings: dict[int, tuple[dict[str, ServiceState], dict[tuple[str, str], float]]] = {}
-        self._histories: dict[int, tuple[object, dict[tuple[str, str], int], dict[tuple[str, str], float]]] = {}
-        self._trace_step = 0
+        self._histories: dict[int, _AlertHistory] = {}
         self._points: dict[tuple[str, int], tuple[dict[str, ServiceState], MetricPoint]] = {}
         self._seen: dict[tuple[View, str], tuple[object, Look]] = {}
-        # Pods by (service, step, remedies applied so far): a step's pods change only with a remedy.
-        self._pods: dict[tuple[str, int, int], list[Pod]] = {}
+        # Pods by (service, step, remedies applied so far): a step's pods change only with a remedy. A
+        # service whose containers do not crash keeps its pods until a remedy touches it: by (service,).
+        self._pods: dict[tuple[str, int, int] | tuple[str], list[Pod]] = {}
+        self._crash_of: dict[str, tuple[FaultType, int, Callable[[int], float]] | None] = {}
         self._releases: dict[str, datetime] = {}
         self._minutes: dict[int, str] = {}  # "HH:MM" of each minute a metric point is stamped with
         self._began: dict[tuple[str, str, int], str] = {}
+        self._rendered: dict[tuple[str, str, int, bool, float, float], Alert] = {}
+        self._facing = frozenset(spec.name for spec in world.incident.services if spec.user_facing)
 
     # -- the entry point ---------------------------------------------------------------------------
 
@@ -301,10 +315,16 @@ class Telemetry:
     def pods(self, service: str, step: int) -> list[Pod]:
         """The pods running a service at a step: a rollout (restart, rollback) replaces them all, a
         scale-up adds new ones, and a crashing container restarts inside its pod with a new PID."""
-        key = (service, step, len(self.world.history))
-        if key not in self._pods:
-            self._pods[key] = self._new_pods(service, step)
-        return self._pods[key]
+        history = self.world.history
+        if self._crash(service) is None and not any(e.service == service and e.step <= step for e in history):
+            # Nothing has happened to its pods yet: they are the same at every such step.
+            key: tuple[str, int, int] | tuple[str] = (service,)
+        else:
+            key = (service, step, len(history))
+        found = self._pods.get(key)
+        if found is None:
+            found = self._pods[key] = self._new_pods(service, step)
+        return found
 
     def _new_pods(self, service: str, step: int) -> list[Pod]:
         world, iid = self.world, self.world.incident.id
@@ -372,7 +392,13 @@ class Telemetry:
 
     def _crash(self, service: str) -> tuple[FaultType, int, Callable[[int], float]] | None:
         """The fault that crashes a service's containers, the step it began, and its strength by step: a
-        fault of the incident, or a red herring's minor fault, which crashes a container now and then."""
+        fault of the incident, or a red herring's minor fault, which crashes a container now and then
+        (kept: it depends on the incident alone)."""
+        if service not in self._crash_of:
+            self._crash_of[service] = self._find_crash(service)
+        return self._crash_of[service]
+
+    def _find_crash(self, service: str) -> tuple[FaultType, int, Callable[[int], float]] | None:
         world, incident = self.world, self.world.incident
         for index, fault in enumerate(incident.faults):
             kind = FAULTS[fault.type]
@@ -613,20 +639,17 @@ class Telemetry:
             return cached[1]
         state = states[service]
         key = world.plan.by_name[service].key ^ (self.seed & 0xFFFFFFFF) ^ (self.seed >> 32 & 0xFFFFFFFF)
-
-        def jitter(value: float, channel: int) -> float:
-            return value * (1.0 + METRIC_NOISE * wobble(key, minute, 10 + channel))
-
+        signals = (state.p99_ms, state.error_rate, state.rps, state.cpu_pct, state.memory_pct)
+        noise = wobbles(key, minute, _POINT_CHANNELS)
+        p99, error_rate, rps, cpu, memory = [
+            value * (1.0 + METRIC_NOISE * wobble) for value, wobble in zip(signals, noise, strict=True)
+        ]
         at = self._minutes.get(minute)
         if at is None:
             at = self._minutes[minute] = format_time(clock(world, minute))[11:16]
         point = MetricPoint(
-            at=at,
-            p99_ms=float(round(jitter(state.p99_ms, 0))),
-            error_rate=significant(min(1.0, jitter(state.error_rate, 1))),
-            rps=float(round(jitter(state.rps, 2), 1)),
-            cpu_pct=round(min(100.0, jitter(state.cpu_pct, 3)), 1),
-            memory_pct=round(min(100.0, jitter(state.memory_pct, 4)), 1),
+            at, float(round(p99)), significant(min(1.0, error_rate)), float(round(rps, 1)),
+            round(min(100.0, cpu), 1), round(min(100.0, memory), 1),
         )
         self._points[(service, minute)] = (states, point)
         return point
@@ -815,7 +838,6 @@ class Telemetry:
         states = world.states_at(step)
         rng = rng_for(self.seed, world.incident.id, service, "traces", step)
         drawn = []
-        self._trace_step = step
         # What a span of each service is drawn from, worked out once for all the candidates' spans.
         sources: dict[str, _SpanSource] = {}
         for _ in range(TRACE_CANDIDATES):
@@ -860,6 +882,7 @@ class Telemetry:
         source = sources.get(service)
         if source is None:
             source = sources[service] = self._span_source(service, states)
+        random_ = rng.random
         op = pick(rng, source.operations)
         if source.templated:
             op = fill(op, rng, {})
@@ -869,14 +892,15 @@ class Telemetry:
         status = "ok"
         total = own
         # One draw for both, so a service without a minor fault samples as it always has.
-        draw = rng.random()
-        if draw < source.own_error:
+        draw = random_()
+        own_error = source.own_error
+        if draw < own_error:
             status = source.failure
-        elif draw < source.own_error + source.minor_error * (1.0 - source.own_error):
+        elif source.minor_error and draw < own_error + source.minor_error * (1.0 - own_error):
             status = source.minor_failure
         if depth < TRACE_DEPTH:
             for child in source.node.edges:
-                if rng.random() >= child.share:
+                if random_() >= child.share:
                     continue
                 took, child_status = self._span(child.dep, states, sources, rng, depth + 1, spans, child)
                 total += took
@@ -947,21 +971,29 @@ class Telemetry:
 
     def _history(self, step: int) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], float]]:
         """When each alert first fired (since the start of the history) and its peak since the page,
-        up to a step; built on the previous step's."""
+        up to a step."""
+        _, first, peaks, _ = self._history_of(step)
+        return first, peaks
+
+    def _history_of(self, step: int) -> _AlertHistory:
+        """The readings of a step, and up to it when each alert first fired, its peak since the page, and
+        when it last fired; built on the previous step's."""
         readings = self.readings(step)
         cached = self._histories.get(step)
         if cached is not None and cached[0] is readings:
-            return cached[1], cached[2]
+            return cached
         if step > -HISTORY_MINUTES:
-            first, peaks = (dict(part) for part in self._history(step - 1))
+            _, *parts = self._history_of(step - 1)
+            first, peaks, last = (dict(part) for part in parts)
         else:
-            first, peaks = {}, {}
+            first, peaks, last = {}, {}, {}
         for key, value in readings.items():
             first.setdefault(key, step)
+            last[key] = step
             if step >= 0 or key not in peaks:
                 peaks[key] = max(peaks.get(key, 0.0), value)
-        self._histories[step] = (readings, first, peaks)
-        return first, peaks
+        found = self._histories[step] = (readings, first, peaks, last)
+        return found
 
     def _since(self, service: str, signal: str, began: int) -> str:
         """When an alert began, as pages print it; kept, since every step renders every alert."""
@@ -990,28 +1022,31 @@ class Telemetry:
 
     def _render_alerts(self, step: int) -> list[Alert]:
         incident = self.world.incident
-        first, peaks = self._history(step)
-        now = self.readings(step)
-        rules = {rule.signal: rule for rule in ALERT_RULES}
+        now, first, peaks, last = self._history_of(step)
+        rules = _RULES
         alerts = []
         for (service, signal), peak in peaks.items():
             rule = rules[signal]
             value = now.get((service, signal))
             if value is None:
-                # A resolved page shows the reading it resolved on, below its threshold.
-                cleared = step
-                while cleared > first[(service, signal)] and (service, signal) not in self.readings(cleared - 1):
-                    cleared -= 1
-                value = rule.value(self.world.states_at(cleared)[service])
-            since = self._since(service, signal, first[(service, signal)])
-            critical = rule.critical_at is not None and peak >= rule.critical_at
-            shown = significant if signal.endswith("ratio") else _tenths
-            alerts.append(Alert(
-                service=service, signal=signal, level="critical" if critical else "warning",
-                status="firing" if (service, signal) in now else "resolved",
-                value=shown(value), peak=shown(peak),
-                summary=rule.summary.format(value=value, peak=peak), since=since,
-            ))
+                # A resolved page shows the reading it resolved on, below its threshold: the minute after
+                # it last fired.
+                value = rule.value(self.world.states_at(last[(service, signal)] + 1)[service])
+            began = first[(service, signal)]
+            firing = (service, signal) in now
+            # A page that did not move since it was last rendered (a resolved one, mostly) is that one again.
+            key = (service, signal, began, firing, value, peak)
+            alert = self._rendered.get(key)
+            if alert is None:
+                critical = rule.critical_at is not None and peak >= rule.critical_at
+                shown = significant if signal.endswith("ratio") else _tenths
+                alert = self._rendered[key] = Alert(
+                    service=service, signal=signal, level="critical" if critical else "warning",
+                    status="firing" if firing else "resolved",
+                    value=shown(value), peak=shown(peak),
+                    summary=rule.summary.format(value=value, peak=peak), since=self._since(service, signal, began),
+                )
+            alerts.append(alert)
         started = parse_time(incident.started_at)
         world = self.world
         alerts += self._stale_alerts
@@ -1025,7 +1060,7 @@ class Telemetry:
             since = started - timedelta(minutes=fault_lead(incident, fault, index))
             status: Literal["firing", "resolved"] = "firing" if live else "resolved"
             alerts.append(_disk_alert(world, fault.service, value, peak, since, status))
-        facing = {s.name for s in incident.services if s.user_facing}
+        facing = self._facing
         alerts.sort(key=lambda a: (a.status != "firing", a.level != "critical", a.service not in facing, a.service))
         return alerts
 
