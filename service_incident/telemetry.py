@@ -44,7 +44,8 @@ from .world import (
 )
 
 View = Literal["logs", "metrics", "health", "deploys", "db", "traces"]
-LOG_LINES = 8
+# How many routine lines a two-minute window of a service's logs holds.
+ROUTINE_LINES = (4, 8)
 LOG_WINDOW_S = 120
 STEP_MINUTES = 1
 METRIC_NOISE = 0.03
@@ -457,9 +458,11 @@ class Telemetry:
         # every look, one period apart, and never a change, as deploy history lists none.
         first = begin_ms + (phase_ms - begin_ms) % period_ms
         groups += [([line], moment, moment + 1, _KEYED) for moment in range(first, end_ms, period_ms)]
-        evidence = sum(len(group[0]) for group in groups)
         routine = ROUTINE_BY_TECH.get(node.tech, profile.routine_logs)
-        groups.append(([pick(rng, routine) for _ in range(max(2, LOG_LINES - evidence))], begin_ms, end_ms, ""))
+        # A service's routine chatter runs at its own rate whatever else it writes: failures add lines,
+        # they do not crowd out the others.
+        chatter = ROUTINE_LINES[0] + int(rng.random() * (ROUTINE_LINES[1] - ROUTINE_LINES[0] + 1))
+        groups.append(([pick(rng, routine) for _ in range(chatter)], begin_ms, end_ms, ""))
         if gap == "partial":
             groups = [([line for line in g[0] if rng.random() < 0.5] or g[0][:1], *g[1:]) for g in groups]
         placed = sorted(
