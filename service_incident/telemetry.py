@@ -45,7 +45,7 @@ from .world import (
 
 View = Literal["logs", "metrics", "health", "deploys", "db", "traces"]
 # How many routine lines a two-minute window of a service's logs holds.
-ROUTINE_LINES = (4, 8)
+ROUTINE_LINES = (2, 5)
 LOG_WINDOW_S = 120
 STEP_MINUTES = 1
 METRIC_NOISE = 0.03
