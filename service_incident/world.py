@@ -287,11 +287,14 @@ def _flow(
     points; the surging service serves them like any request, calling its own dependencies.
     """
     rps = {n.name: n.entry_rps for n in nodes}
-    passing: dict[str, float] = {}  # requests a service carries on toward a surging one
-    toward: dict[tuple[str, str], float] = {}  # of those, what it sends each dependency
+    # Of the requests a service would receive with the surge and nothing shed: the share it serves
+    # itself, and the share it forwards to each dependency toward a surging service.
+    served: dict[str, float] = {}
+    toward: dict[tuple[str, str], float] = {}
     if load:
         base = healthy or _flow(nodes, {}, {})
         need = {name: base[name] * extra for name, extra in load.items()}
+        passing: dict[str, float] = {}
         callers: dict[str, list[tuple[str, float]]] = {}
         for node in nodes:
             for edge in node.edges:
@@ -307,14 +310,18 @@ def _flow(
                 toward[(caller, node.name)] = toward.get((caller, node.name), 0.0) + sent
                 passing[caller] = passing.get(caller, 0.0) + sent
                 need[caller] = need.get(caller, 0.0) + sent
+        served = {name: 1.0 - forwarded / (base[name] + need[name]) for name, forwarded in passing.items()}
+        toward = {(caller, dep): sent / (base[caller] + need[caller]) for (caller, dep), sent in toward.items()}
     for node in reversed(nodes):
-        arrived = rps[node.name]
-        # Shedding turns away a share of every request, the surging ones included.
-        kept = shed[node.name] / arrived if node.name in shed and arrived > shed[node.name] else 1.0
-        rps[node.name] = arrived * kept
-        normal = (arrived - passing.get(node.name, 0.0)) * kept
+        # Shedding turns away a share of every request, the surging ones included; what passes is
+        # split as planned, so a surge shed upstream arrives smaller.
+        total = rps[node.name]
+        if node.name in shed:
+            total = min(total, shed[node.name])
+        rps[node.name] = total
+        normal = total * served.get(node.name, 1.0)
         for edge in node.edges:
-            rps[edge.dep] += normal * edge.share + toward.get((node.name, edge.dep), 0.0) * kept
+            rps[edge.dep] += normal * edge.share + total * toward.get((node.name, edge.dep), 0.0)
     return rps
 
 
