@@ -349,6 +349,14 @@ def test_a_surge_at_an_internal_service_comes_from_its_callers() -> None:
         called = {dep for spec in incident.services for dep in spec.depends_on}
         entered = sum(sick[s.name].rps - calm[s.name].rps for s in incident.services if s.name not in called)
         assert entered == pytest.approx(rise)
+        # Shedding at the entry turns surging requests away as well: less of the surge arrives.
+        shedding = World(incident)
+        shedding.advance()
+        shedding.remediate("shed_load", "gateway")
+        shed = shedding.states_at(1)
+        assert all(state.rps >= 0 for state in shed.values())
+        if shed["gateway"].rps < sick["gateway"].rps * 0.99:
+            assert shed[surging].rps < sick[surging].rps
         checked += 1
     assert checked >= 10
 
