@@ -49,6 +49,12 @@ MIN_BLAMED_SHARE = 0.01
 # Impact this close to a severity threshold is redrawn: the label must not hinge on noise.
 ERROR_MARGIN = 0.01
 LATENCY_MARGIN_MS = 100.0
+# What a fault must move by itself, at the page, for an engineer to see it (beyond per-minute noise of
+# a few percent): an error rate, a p99, CPU or memory, or request rate on its service or a caller, or a page.
+OWN_ERROR = 0.02
+OWN_LATENCY = 1.5
+OWN_RATE = 1.2
+OWN_POINTS = 10.0
 MAX_DRAWS = 200
 SETTLE_AFTER = 4
 DRAWS_PER_TOPOLOGY = 3
@@ -202,7 +208,9 @@ def _topology(rng: random.Random, count: int) -> list[ServiceSpec]:
 def _distractions(
     rng: random.Random, count: int, services: list[ServiceSpec], roots: set[str]
 ) -> list[Distraction]:
-    """Real anomalies off the causal story, with strengths and onsets drawn like the faults'."""
+    """Real anomalies off the causal story, with strengths and onsets drawn like the faults'. Side work
+    (a batch job's CPU, a failing export) runs on any service, so it shows on roots as often as elsewhere;
+    a release, a stale warning, a misleading blame or a minor fault lands off the roots."""
     found: list[Distraction] = []
     bystanders = [s for s in services if s.name not in roots]
     for kind in rng.sample(DISTRACTIONS, min(count, len(DISTRACTIONS))):
@@ -219,9 +227,12 @@ def _distractions(
                 service, fault = rng.choice(hosts)
                 found.append(Distraction(kind=kind, service=service.name, fault=fault, strength=strength))
         elif kind == "flaky_errors":
-            internal = [s for s in bystanders if not s.user_facing]
+            # Side work fails on any internal service, a root's included: its lines say nothing of the fault.
+            internal = [s for s in services if not s.user_facing]
             if internal:
                 found.append(Distraction(kind=kind, service=rng.choice(internal).name, strength=strength))
+        elif kind == "noisy_neighbour":
+            found.append(Distraction(kind=kind, service=rng.choice(services).name, strength=strength))
         elif bystanders:
             found.append(Distraction(kind=kind, service=rng.choice(bystanders).name, strength=strength))
     return found
@@ -237,7 +248,7 @@ def _recoverable_severity(incident: Incident) -> Severity | None:
     """
     world = World(incident)
     states = world.states_at(0)
-    if not _traceable(incident, states):
+    if not _traceable(incident, states) or not all(own_impact(incident, i) for i in range(len(incident.faults))):
         return None
     at_risk = world.data_at_risk(0)
     severities: list[Severity] = []
@@ -249,6 +260,47 @@ def _recoverable_severity(incident: Incident) -> Severity | None:
             return None
         severities.append(rubric(error_rate, latency, at_risk))
     return max(severities, key=SEVERITIES.index)
+
+
+def own_impact(incident: Incident, index: int) -> bool:
+    """Whether fault `index` alone, at the page, moves something an engineer can see: on its service a
+    metric beyond noise; on any service that calls it, directly or not, its error rate or p99; or a page
+    that would not fire without it. A root that shows nothing of its own cannot be told from a guess."""
+    fault = incident.faults[index]
+    calm = World(structs.replace(incident, faults=[], distractions=[])).states_at(0)
+    sick = World(structs.replace(incident, faults=[fault], distractions=[])).states_at(0)
+    own, before = sick[fault.service], calm[fault.service]
+    if (
+        own.error_rate - before.error_rate >= OWN_ERROR
+        or own.p99_ms >= OWN_LATENCY * before.p99_ms
+        or abs(own.cpu_pct - before.cpu_pct) >= OWN_POINTS
+        or abs(own.memory_pct - before.memory_pct) >= OWN_POINTS
+        or not 1 / OWN_RATE < own.rps / max(before.rps, 1e-9) < OWN_RATE
+    ):
+        return True
+    callers = _callers(incident, fault.service)
+    for spec in incident.services:
+        now, then = sick[spec.name], calm[spec.name]
+        if spec.name in callers and (
+            now.request_error - then.request_error >= OWN_ERROR or now.p99_ms >= OWN_LATENCY * then.p99_ms
+        ):
+            return True
+        if {rule for rule, _ in fired(spec.user_facing, now)} - {rule for rule, _ in fired(spec.user_facing, then)}:
+            return True
+    return False
+
+
+def _callers(incident: Incident, service: str) -> set[str]:
+    """Every service whose requests reach `service`, directly or through others."""
+    found: set[str] = set()
+    frontier = [service]
+    while frontier:
+        name = frontier.pop()
+        for spec in incident.services:
+            if name in spec.depends_on and spec.name not in found:
+                found.add(spec.name)
+                frontier.append(spec.name)
+    return found
 
 
 def _traceable(incident: Incident, states: dict[str, ServiceState]) -> bool:

@@ -44,7 +44,8 @@ from .world import (
 )
 
 View = Literal["logs", "metrics", "health", "deploys", "db", "traces"]
-LOG_LINES = 8
+# How many routine lines a two-minute window of a service's logs holds.
+ROUTINE_LINES = (2, 5)
 LOG_WINDOW_S = 120
 STEP_MINUTES = 1
 METRIC_NOISE = 0.03
@@ -173,6 +174,8 @@ def pick(rng: random.Random, options: tuple[str, ...] | list[str]) -> str:
 _MINOR_STRENGTH = 0.4
 # Lines only the pods whose containers crash write.
 _CRASHING = "*crashing"
+# Lines of an event at a fixed moment, which whichever look shows it shows from the same pod.
+_KEYED = "*keyed"
 
 
 def _ms(moment: datetime) -> int:
@@ -436,11 +439,15 @@ class Telemetry:
         for index, fault in enumerate(incident.faults):
             if fault.service != service:
                 continue
-            strength = next((s for k, s in world.fault_runs(service, step) if k.name == fault.type), 0.0)
-            if strength <= 0.0:
-                continue
+            # A fixed fault writes until its fix lands, as strongly as in that minute: lines it wrote
+            # before then stay in the window, and nothing of it comes after.
             healed = world.healed_at(index)
-            until = end_ms if healed is None or healed > step else _ms(clock(world, healed)) - 1
+            fixed = healed is not None and healed <= step
+            strength = next((s for k, s in world.fault_runs(service, healed if fixed else step)
+                             if k.name == fault.type), 0.0)
+            until = _ms(clock(world, healed)) - 1 if fixed else end_ms
+            if strength <= 0.0 or until <= begin_ms:
+                continue
             kind = FAULTS[fault.type]
             who = _CRASHING if kind.termination else ""
             groups.append((self._fault_lines(kind, service, index, strength), begin_ms, until, who))
@@ -472,9 +479,16 @@ class Telemetry:
             # Everyday noise is everyday: any service, at fault or not, shows it at its own keyed rate.
             if unit(incident.id, service, kind, "everyday") < rate:
                 groups.append((self._side_work_lines(kind, service, (service, "everyday")), begin_ms, end_ms, ""))
-        evidence = sum(len(group[0]) for group in groups)
+        period_ms, phase_ms, line = self._config_sync(service)
+        # Each periodic sync reloads the service's configuration at its own moment: the same moments on
+        # every look, one period apart, and never a change, as deploy history lists none.
+        first = begin_ms + (phase_ms - begin_ms) % period_ms
+        groups += [([line], moment, moment + 1, _KEYED) for moment in range(first, end_ms, period_ms)]
         routine = ROUTINE_BY_TECH.get(node.tech, profile.routine_logs)
-        groups.append(([pick(rng, routine) for _ in range(max(2, LOG_LINES - evidence))], begin_ms, end_ms, ""))
+        # A service's routine chatter runs at its own rate whatever else it writes: failures add lines,
+        # they do not crowd out the others.
+        chatter = ROUTINE_LINES[0] + int(rng.random() * (ROUTINE_LINES[1] - ROUTINE_LINES[0] + 1))
+        groups.append(([pick(rng, routine) for _ in range(chatter)], begin_ms, end_ms, ""))
         if gap == "partial":
             groups = [([line for line in g[0] if rng.random() < 0.5] or g[0][:1], *g[1:]) for g in groups]
         placed = sorted(
@@ -496,11 +510,11 @@ class Telemetry:
                 if not crashing:
                     continue  # no container had crashed yet then
             pool = crashing if who == _CRASHING else running
-            if who in ("", _CRASHING):
+            if who in ("", _CRASHING, _KEYED):
                 # A pod writes only while it exists: after it was created and before it was told to stop.
                 choices = [p for p in pool if stops.get(p.name, (moment_ms + 1,))[0] > moment_ms
                            and _ms(p.created) <= moment_ms]
-                if who == "":
+                if who != _CRASHING:
                     # A rolling restart's replacements serve from the moment each took over.
                     choices += [new for when, new in stops.values() if when <= moment_ms and new not in choices]
                 elif not choices:
@@ -508,13 +522,21 @@ class Telemetry:
             else:
                 choices = [p for p in running if p.name == who]
             choices = choices or pool
-            pod = choices[int(rng.random() * len(choices))]
+            draw = unit(incident.id, service, moment_ms) if who == _KEYED else rng.random()
+            pod = choices[int(draw * len(choices))]
             context["version"] = version
             context["endpoint"] = _endpoint(template, profile.endpoints, rng)
             context["uptime"] = f"{max(0, moment_ms // 1000 - int(pod.started.timestamp())) // 3600}h"
             level_, _, message = fill(template, rng, context).partition(" ")
             rendered.append(f"{stamp_ms(moment_ms)} {pod.name} {process}[{pod.pid}]: {level_:<5} {message}")
         return "\n".join(rendered)
+
+    def _config_sync(self, service: str) -> tuple[int, int, str]:
+        """How often a service's config sync runs, a moment it ran at, and the line each run writes."""
+        iid = self.world.incident.id
+        period = 60_000 * CONFIG_SYNC_MINUTES[int(unit(iid, service, "sync") * len(CONFIG_SYNC_MINUTES))]
+        phase = _ms(clock(self.world, 0)) + int(unit(iid, service, "sync phase") * period)
+        return period, phase, f"INFO config reloaded from configmap {service}-config (periodic sync, no changes)"
 
     def _context(self, service: str, step: int, pods: list[Pod]) -> dict[str, str]:
         incident = self.world.incident
@@ -598,7 +620,7 @@ class Telemetry:
         return self._side_work_lines(kind, distraction.service, (index,))
 
     def _side_work_lines(self, kind: str, service: str, key: tuple[object, ...]) -> list[str]:
-        """Lines of a service's side work (a batch job, a release's reload, a failing export), in words
+        """Lines of a service's side work (a batch job, a failing export), in words
         of its technology: a datastore has backups and snapshots, no webhooks."""
         iid = self.world.incident.id
         options = _DISTRACTION_LOGS[kind]
@@ -687,12 +709,16 @@ class Telemetry:
         strengths = world.strengths(step)
         for index, fault in enumerate(incident.faults):
             kind = FAULTS[fault.type]
-            if fault.service != service or strengths[index] <= 0:
-                continue
-            # Events fall between the fault's start and its fix, on pods that were running then.
-            began = clock(world, -fault_lead(incident, fault, index))
             healed = world.healed_at(index)
-            until = now if healed is None or healed > step else clock(world, healed) - timedelta(seconds=1)
+            fixed = healed is not None and healed <= step
+            if fault.service != service or not (fixed or strengths[index] > 0):
+                continue
+            # Events fall between the fault's start and its fix, on pods that were running then; those
+            # of a fixed fault stay listed for the window, none after the fix.
+            began = clock(world, -fault_lead(incident, fault, index))
+            until = clock(world, healed) - timedelta(seconds=1) if fixed else now
+            if now - until > timedelta(minutes=15):
+                continue
             for n, (reason, message) in enumerate(kind.events):
                 ago = timedelta(seconds=spread(10, 400, incident.id, service, reason, step))
                 at = max(began, min(until, now - ago))
@@ -1159,7 +1185,8 @@ _DISTRACTION_LOGS: dict[str, tuple[str, ...]] = {
         "WARN cpu throttled for {int:10:40}% of the last period",
         "INFO nightly report generation started for {int:100:900} accounts",
     ),
-    "recent_deploy": ("INFO config reloaded",),
+    # A release's trace is its deploy history and its pods' age, not a line of its own.
+    "recent_deploy": (),
     "misleading_log": (
         '{level} req={{hex:8}} "{{endpoint}}" status=504 upstream={blamed} err="deadline exceeded after {deadline}ms"',
         '{level} slow response from upstream={blamed} rt={{int:300:900}}ms, retrying (attempt 2/3)',
@@ -1177,7 +1204,10 @@ _DISTRACTION_LOGS: dict[str, tuple[str, ...]] = {
 }
 # How often any service shows each kind of everyday noise whether or not anything is wrong with it:
 # near the rate a red herring of that kind adds, so the lines say little about which service is at fault.
-_EVERYDAY_RATES = {"noisy_neighbour": 0.25, "flaky_errors": 0.2, "recent_deploy": 0.25}
+_EVERYDAY_RATES = {"noisy_neighbour": 0.25, "flaky_errors": 0.2}
+# The periods a service's config sync runs on, in minutes: a two-minute log window shows a reload from
+# about a quarter of services.
+CONFIG_SYNC_MINUTES = (3, 5, 8, 10, 15)
 # A datastore's own side work (no webhooks, exports, reports or reindexing jobs of its own): backups,
 # snapshots, audit streams, compaction.
 _DATASTORE_WORK: dict[str, tuple[str, ...]] = {

@@ -309,16 +309,53 @@ def _loop(node: Node, healthy_rps: float, capacity_rps: float) -> _Loop:
     return (node, capacity_rps, base, calm, 0.3 * node.noise, node.kind in RECORD_KINDS, edges)
 
 
-def _flow(nodes: tuple[Node, ...], load: dict[str, float], shed: dict[str, float]) -> dict[str, float]:
-    """Requests per second reaching each service: callers first, each sending its share down."""
+def _flow(
+    nodes: tuple[Node, ...], load: dict[str, float], shed: dict[str, float], healthy: dict[str, float] | None = None,
+) -> dict[str, float]:
+    """Requests per second reaching each service: callers first, each sending its share down.
+
+    A surge at a service (`load`, extra requests as a share of its healthy traffic) is requests that
+    come from somewhere: from its callers in proportion to what each sends it, and from outside in
+    proportion to its own entry traffic. A caller carries those requests on toward the surging
+    service alone, so its own request rate rises by what it forwards, and so on up to the entry
+    points; the surging service serves them like any request, calling its own dependencies.
+    """
     rps = {n.name: n.entry_rps for n in nodes}
+    # Of the requests a service would receive with the surge and nothing shed: the share it serves
+    # itself, and the share it forwards to each dependency toward a surging service.
+    served: dict[str, float] = {}
+    toward: dict[tuple[str, str], float] = {}
+    if load:
+        base = healthy or _flow(nodes, {}, {})
+        need = {name: base[name] * extra for name, extra in load.items()}
+        passing: dict[str, float] = {}
+        callers: dict[str, list[tuple[str, float]]] = {}
+        for node in nodes:
+            for edge in node.edges:
+                callers.setdefault(edge.dep, []).append((node.name, edge.share))
+        # Dependencies first: a service's own surge and what it forwards are known before it is split.
+        for node in nodes:
+            wanted = need.get(node.name, 0.0)
+            if wanted <= 0.0 or base[node.name] <= 0.0:
+                continue
+            rps[node.name] += wanted * node.entry_rps / base[node.name]
+            for caller, share in callers.get(node.name, ()):
+                sent = wanted * base[caller] * share / base[node.name]
+                toward[(caller, node.name)] = toward.get((caller, node.name), 0.0) + sent
+                passing[caller] = passing.get(caller, 0.0) + sent
+                need[caller] = need.get(caller, 0.0) + sent
+        served = {name: 1.0 - forwarded / (base[name] + need[name]) for name, forwarded in passing.items()}
+        toward = {(caller, dep): sent / (base[caller] + need[caller]) for (caller, dep), sent in toward.items()}
     for node in reversed(nodes):
-        total = rps[node.name] * (1.0 + load.get(node.name, 0.0))
+        # Shedding turns away a share of every request, the surging ones included; what passes is
+        # split as planned, so a surge shed upstream arrives smaller.
+        total = rps[node.name]
         if node.name in shed:
             total = min(total, shed[node.name])
         rps[node.name] = total
+        normal = total * served.get(node.name, 1.0)
         for edge in node.edges:
-            rps[edge.dep] += total * edge.share
+            rps[edge.dep] += normal * edge.share + total * toward.get((node.name, edge.dep), 0.0)
     return rps
 
 
@@ -348,7 +385,9 @@ class _FaultRun:
     spec: FaultSpec
     kind: FaultType
     lead: int
-    recovery: tuple[float, float]
+    # The share of its strength a fixed fault keeps over the minute its fix lands in; none after it,
+    # so its lines, events, failing requests and metrics end together (telemetry ends its lines at the fix).
+    recovery: float
     healed_at: int | None = None
     relief: tuple[int, int] | None = None
 
@@ -365,7 +404,7 @@ class _FaultRun:
         strength = max(spec.intensity, spec.peak) if worse else spec.intensity
         if self.healed_at is not None and step >= self.healed_at:
             since = step - self.healed_at
-            strength *= self.recovery[since] if since < len(self.recovery) else 0.0
+            strength *= self.recovery if since == 0 else 0.0
         if self.relief is not None and self.relief[0] <= step < self.relief[1]:
             strength *= RELIEF_SHARE
         return strength
@@ -447,7 +486,7 @@ class World:
         self._runs = [
             _FaultRun(
                 spec, FAULTS[spec.type], fault_lead(incident, spec, index),
-                (spread(0.35, 0.6, incident.id, index, "r1"), spread(0.08, 0.25, incident.id, index, "r2")),
+                spread(0.35, 0.6, incident.id, index, "r1"),
             )
             for index, spec in enumerate(incident.faults)
         ]
@@ -620,7 +659,7 @@ class World:
             name: 1.2 * plan_.healthy_rps[name] * self.capacity(name, step)
             for name, since in self._shed.items() if since <= step
         }
-        rps = _flow(plan_.nodes, load, shed) if load or shed else plan_.healthy_rps
+        rps = _flow(plan_.nodes, load, shed, plan_.healthy_rps) if load or shed else plan_.healthy_rps
         calm = not load and not shed
         restarting = {name for name, steps in self._restarts.items() if step in steps} if disrupt else set()
         scaled = self._capacity

@@ -9,11 +9,12 @@ from pathlib import Path
 import msgspec
 import pytest
 from distribution_support import disagreements
+from msgspec import structs
 
 from service_incident import dataset, scoring
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.faults import FAULTS, TECHNOLOGIES
-from service_incident.generator import MAX_SERVICES, MIN_SERVICES, PRESETS, Knobs, generate
+from service_incident.generator import MAX_SERVICES, MIN_SERVICES, PRESETS, Knobs, generate, own_impact
 from service_incident.harness.agents import ExpertAgent, LoudestSignalAgent
 from service_incident.harness.identifiability import survey, survivors
 from service_incident.harness.solvability import accuracy
@@ -259,6 +260,25 @@ def test_frozen_evaluation_set_regenerates_byte_for_byte() -> None:
     records = dataset.decode(EVAL_FILE.read_bytes())
     assert len(records) == dataset.EVAL_INCIDENTS * len(PRESETS)
     assert all(record.seed < dataset.TRAIN_SEED_BASE for record in records)
+
+
+@pytest.mark.parametrize("difficulty", ["hard", "expert"])
+def test_every_root_moves_something_of_its_own(difficulty: str) -> None:
+    """Each fault alone moves a metric, its callers' errors or latency, or a page: a root with no impact
+    of its own (a cache evicting a little, a pool starving slightly) is never generated."""
+    for seed in [*range(200), 7007]:
+        incident = dataset.training_incident(difficulty, seed)
+        assert all(own_impact(incident, index) for index in range(len(incident.faults))), (seed, incident.faults)
+
+
+def test_a_fault_too_weak_to_show_has_no_impact_of_its_own() -> None:
+    incident = dataset.training_incident("expert", 0)
+    faint = structs.replace(incident, faults=[structs.replace(incident.faults[0], type="cache_eviction",
+                                                              intensity=0.05, intensify_at=None)])
+    cache = next(s.name for s in incident.services if s.kind == "cache")
+    faint = structs.replace(faint, faults=[structs.replace(faint.faults[0], service=cache)])
+    assert not own_impact(faint, 0)
+    assert own_impact(structs.replace(faint, faults=[structs.replace(faint.faults[0], intensity=1.0)]), 0)
 
 
 def test_training_and_evaluation_incidents_are_disjoint() -> None:

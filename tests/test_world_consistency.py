@@ -3,16 +3,18 @@ read the way an engineer reads it, must agree with itself on pods, times, versio
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import pytest
+from msgspec import structs
 
 from service_incident.faults import FAULTS, RECORD_KINDS, Remedy
 from service_incident.generator import Knobs, generate
 from service_incident.incidents import Incident
-from service_incident.telemetry import ALERT_RULES, Telemetry, clock, parse_time
+from service_incident.telemetry import ALERT_RULES, Telemetry, clock, level, parse_time
 from service_incident.world import World, fault_lead
 
 REMEDY_STEP = 1
@@ -321,3 +323,128 @@ def test_a_restart_rolls_out_a_new_replica_set_and_a_scale_up_keeps_it() -> None
     world.remediate("restart", root)
     restarted = replica_sets(2)
     assert len(restarted) == 1 and restarted != before
+
+
+def test_a_surge_at_an_internal_service_comes_from_its_callers() -> None:
+    """A traffic spike deep in the graph is requests its callers send it: each caller's request rate
+    rises by its share of the surge, and so on up to the entry point."""
+    checked = 0
+    for seed in range(40):
+        incident = generate(Knobs(services=(6, 9), fault_types=("traffic_spike",), intensity=(0.6, 1.0)), seed=seed)
+        surging = incident.faults[0].service
+        callers = [spec.name for spec in incident.services if surging in spec.depends_on]
+        if not callers:
+            continue
+        sick = World(incident).states_at(0)
+        calm = World(structs.replace(incident, faults=[], distractions=[])).states_at(0)
+        plan = World(incident).plan
+        rise = sick[surging].rps - calm[surging].rps
+        assert rise > 0.5 * calm[surging].rps
+        for caller in callers:
+            # At least what it sends the surging service directly (more if it also reaches it through others).
+            share = next(e.share for e in plan.by_name[caller].edges if e.dep == surging)
+            owed = rise * calm[caller].rps * share / calm[surging].rps
+            assert sick[caller].rps - calm[caller].rps >= owed * (1 - 1e-9), caller
+        # Every extra request came in at an entry point.
+        called = {dep for spec in incident.services for dep in spec.depends_on}
+        entered = sum(sick[s.name].rps - calm[s.name].rps for s in incident.services if s.name not in called)
+        assert entered == pytest.approx(rise)
+        # Shedding at the entry turns surging requests away as well: less of the surge arrives.
+        shedding = World(incident)
+        shedding.advance()
+        shedding.remediate("shed_load", "gateway")
+        shed = shedding.states_at(1)
+        assert all(state.rps >= 0 for state in shed.values())
+        if shed["gateway"].rps < sick["gateway"].rps * 0.99:
+            assert shed[surging].rps < sick[surging].rps
+        checked += 1
+    assert checked >= 10
+
+
+def _shows_fault(world: World, telemetry: Telemetry, calm: World, index: int, step: int) -> dict[str, bool]:
+    """Which channels show the fault `index` in the minute before `step`: its own lines, failing spans it
+    starts, its service's error rate, p99 or CPU, each against the same world without faults, and its events."""
+    fault = world.incident.faults[index]
+    service, tech = fault.service, world.plan.by_name[fault.service].tech
+    since = clock(world, step - 1)
+    signatures = [sig for sig in _signatures(fault.type, tech) if sig]
+    lines = [line for line in telemetry.logs(service, step).splitlines()
+             if _at(line.split()[0]) > since and any(sig in line for sig in signatures)]
+    # Spans a service starts failing with no fault at all (its background errors) are not the fault's.
+    spans = any(
+        _originating(Telemetry(world, seed).traces(service, step), service)
+        - _originating(Telemetry(calm, seed).traces(service, step), service) for seed in range(3)
+    )
+    now, then = world.states_at(step)[service], calm.states_at(step)[service]
+    moved = (now.error_rate - then.error_rate > 0.002 or now.p99_ms > 1.05 * then.p99_ms
+             or now.cpu_pct > then.cpu_pct + 2)
+    health = telemetry.health(service, step)
+    events = [line for line in health.split("events (last 15m):")[1].splitlines()
+              if (match := _AGO.match(line)) and "Warning" in line
+              and clock(world, step) - timedelta(seconds=_seconds(match.group(1))) > since]
+    return {"logs": bool(lines), "traces": spans, "metrics": moved, "events": bool(events)}
+
+
+@pytest.mark.parametrize("fault_type", sorted(FAULTS))
+def test_a_fixed_fault_goes_quiet_in_every_channel_at_once(fault_type: str) -> None:
+    """Once a fix lands, the fault's lines, the failing spans it starts, its service's metrics and its
+    events end together: no channel still shows it while another is clean."""
+    for seed in (3, 11):
+        incident = _incident(fault_type, seed)
+        world, calm = World(incident), World(structs.replace(incident, faults=[], distractions=[]))
+        telemetry = Telemetry(world, seed=seed)
+        world.advance()
+        world.remediate(FAULTS[fault_type].fix, incident.faults[0].service)
+        healed = world.healed_at(0)
+        assert healed is not None
+        for _ in range(healed + 2):
+            world.advance()
+        for step in range(healed + 1, world.step + 1):
+            assert not any(_shows_fault(world, telemetry, calm, 0, step).values()), (step, healed)
+
+
+def test_config_reloads_follow_each_services_sync_period() -> None:
+    """`config reloaded` comes from a periodic sync: whichever look shows a reload shows it at the same
+    moment from the same pod, reloads lie a whole number of periods apart, and none claims a change."""
+    for seed in range(20):
+        incident = generate("hard", seed=3_200_000 + seed)
+        world = World(incident)
+        telemetry = Telemetry(world, seed)
+        for _ in range(LAST_STEP):
+            world.advance()
+        for spec in incident.services:
+            seen: dict[str, str] = {}
+            for step in range(LAST_STEP + 1):
+                for line in telemetry.logs(spec.name, step).splitlines():
+                    if "config reloaded" in line:
+                        stamp, pod, *_ = line.split()
+                        assert seen.setdefault(stamp, pod) == pod, (stamp, pod, seen)
+                        assert "no changes" in line, line
+            moments = sorted(_at(stamp) for stamp in seen)
+            gaps = {(later - earlier) // timedelta(seconds=1) for earlier, later in itertools.pairwise(moments)}
+            if gaps:
+                assert all(gap % min(gaps) == 0 and gap >= 180 for gap in gaps), (spec.name, sorted(seen))
+
+
+def test_everyday_and_routine_lines_show_on_roots_as_on_other_services() -> None:
+    """Side work is no business of a fault's: a red herring of it lands on roots too, so a line of it
+    is as likely on a root as elsewhere; and a fault's lines add to a service's routine chatter
+    rather than crowding it out."""
+    shown = {True: [0, 0, 0], False: [0, 0, 0]}  # looks with an everyday line, routine lines, looks
+    for seed in range(300):
+        incident = generate("hard", seed=3_300_000 + seed)
+        telemetry = Telemetry(World(incident), seed)
+        roots = {fault.service for fault in incident.faults}
+        for spec in incident.services:
+            if spec.name in incident.log_gaps:
+                continue
+            logs = telemetry.logs(spec.name, 0)
+            counts = shown[spec.name in roots]
+            counts[0] += bool(_EVERYDAY.search(logs))
+            counts[1] += sum(level(line) in ("INFO", "LOG") for line in logs.splitlines())
+            counts[2] += 1
+    (on_roots, root_chatter), (elsewhere, other_chatter) = (
+        (shown[flag][0] / shown[flag][2], shown[flag][1] / shown[flag][2]) for flag in (True, False)
+    )
+    assert abs(on_roots - elsewhere) < 0.04, (on_roots, elsewhere)
+    assert abs(root_chatter - other_chatter) < 0.5, (root_chatter, other_chatter)

@@ -95,13 +95,14 @@ def own_trouble(log_text: str) -> list[str]:
     ]
 
 
-# An on-call runbook: what the evidence of a service's own views suggests doing, first match wins.
+# An on-call runbook: what the evidence of a service's own views suggests doing, first match wins. A
+# status code is matched with its reason, so a timestamp's milliseconds never read as one.
 RUNBOOK: tuple[tuple[str, str], ...] = (
     ("read_only=on", "failover"), ("read-only", "failover"), ("CLUSTERDOWN", "failover"), ("marked dead", "failover"),
     ("No space left", "expand_volume"), ("Disk is full", "expand_volume"), ("100% used", "expand_volume"),
     ("disk resource limit", "expand_volume"),
     ("certificate", "renew_certificate"), ("CERTIFICATE_VERIFY", "renew_certificate"),
-    ("429", "escalate"), ("quota", "escalate"), ("unreachable", "escalate"), ("identity provider", "escalate"),
+    ("429 Too Many", "escalate"), ("quota", "escalate"), ("unreachable", "escalate"), ("identity provider", "escalate"),
     ("i/o timeout", "escalate"),
     ("deploy", "rollback"), ("migration", "rollback"), ("canary", "rollback"),
     ("maxmemory", "scale_up"), ("evictions", "scale_up"), ("queue depth", "scale_up"), ("accept queue", "scale_up"),
