@@ -32,7 +32,7 @@ def test_stdout_is_the_contract_for_every_evaluation_incident(default_run: Run) 
     assert {(e.env, e.model) for e in episodes} == {("service_incident", "expert")}
     for episode in episodes:
         assert episode.steps and episode.steps[-1]["done"] == "true"
-        assert episode.end["success"] == ("true" if episode.score >= 0.5 else "false")
+        assert episode.end["success"] == ("true" if episode.score >= 0.5 else "false")  # the score as printed
     assert statistics.fmean(e.score for e in episodes) >= EXPERT_FLOOR
 
 

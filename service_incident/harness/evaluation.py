@@ -34,7 +34,6 @@ from ..scoring import SCORE_FLOOR
 from .agents import REFERENCE_AGENTS, Agent
 from .records import (
     BENCHMARK,
-    SUCCESS_SCORE,
     EpisodeRecord,
     EpisodeSpec,
     Failure,
@@ -44,6 +43,7 @@ from .records import (
     describe,
     encode,
     plan,
+    succeeded,
     transcript,
 )
 from .session import Session, Sessions, over_websocket
@@ -196,7 +196,7 @@ async def play(session: Session, policy: Policy, spec: EpisodeSpec, record: Epis
     record.graded = observation.score is not None
     record.score = observation.score if observation.score is not None else SCORE_FLOOR
     record.breakdown = observation.breakdown
-    record.success = record.score >= SUCCESS_SCORE
+    record.success = succeeded(record.score)
 
 
 def _fail(record: EpisodeRecord, failure: Failure, exc: Exception) -> None:

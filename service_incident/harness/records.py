@@ -19,6 +19,12 @@ from ..tasks import Task
 
 BENCHMARK = "service_incident"
 SUCCESS_SCORE = 0.5
+SCORE_DIGITS = 2  # as the [END] line prints a score
+
+
+def succeeded(score: float) -> bool:
+    """Success as a reader of the [END] line sees it: the printed score reaches the bar."""
+    return round(score, SCORE_DIGITS) >= SUCCESS_SCORE
 
 # Why an episode ended without a grade. "agent": the policy's own doing (it raised, or its replies
 # could not be used), scored at the floor like any failure of the agent. The others are not the
@@ -148,7 +154,7 @@ def transcript(record: EpisodeRecord, env: str = BENCHMARK) -> list[str]:
         for s in record.trace
     ]
     lines.append(
-        f"[END] success={_bool(record.success)} steps={record.steps} score={record.score:.2f} "
+        f"[END] success={_bool(record.success)} steps={record.steps} score={record.score:.{SCORE_DIGITS}f} "
         f"rewards={','.join(f'{r:.2f}' for r in record.rewards)}"
     )
     return lines
