@@ -248,7 +248,7 @@ def _recoverable_severity(incident: Incident) -> Severity | None:
     """
     world = World(incident)
     states = world.states_at(0)
-    if not _traceable(incident, states) or not all(own_impact(incident, i) for i in range(len(incident.faults))):
+    if not _traceable(incident, states):
         return None
     at_risk = world.data_at_risk(0)
     severities: list[Severity] = []
@@ -259,15 +259,21 @@ def _recoverable_severity(incident: Incident) -> Severity | None:
         if any(abs(latency - edge) < LATENCY_MARGIN_MS for edge in (P1_LATENCY_MS, P0_LATENCY_MS)):
             return None
         severities.append(rubric(error_rate, latency, at_risk))
+    # The dearest check last: it simulates the incident once more per fault.
+    calm = World(structs.replace(incident, faults=[], distractions=[])).states_at(0)
+    if not all(own_impact(incident, i, calm) for i in range(len(incident.faults))):
+        return None
     return max(severities, key=SEVERITIES.index)
 
 
-def own_impact(incident: Incident, index: int) -> bool:
+def own_impact(incident: Incident, index: int, calm: dict[str, ServiceState] | None = None) -> bool:
     """Whether fault `index` alone, at the page, moves something an engineer can see: on its service a
     metric beyond noise; on any service that calls it, directly or not, its error rate or p99; or a page
-    that would not fire without it. A root that shows nothing of its own cannot be told from a guess."""
+    that would not fire without it. A root that shows nothing of its own cannot be told from a guess.
+    `calm` is the incident's world without faults or red herrings at the page, when already known."""
     fault = incident.faults[index]
-    calm = World(structs.replace(incident, faults=[], distractions=[])).states_at(0)
+    if calm is None:
+        calm = World(structs.replace(incident, faults=[], distractions=[])).states_at(0)
     sick = World(structs.replace(incident, faults=[fault], distractions=[])).states_at(0)
     own, before = sick[fault.service], calm[fault.service]
     if (
