@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .models import Postmortem, RootCause, Severity
-from .world import World
+from .world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS, World
 
 # Per-step rewards (the triage table).
 INFO_REWARD = 0.1  # dense only: a new look at a root cause while its fault shows (privileged)
@@ -93,7 +93,29 @@ SCORE_CEIL = 0.99
 # count.
 RATIONALE_CITES = 3
 
-_EVIDENCE_TOKEN = re.compile(r"(?<![\d:])\d{1,2}:\d{2}|\b(?:\w+=[\w.%/:-]+|\d+(?:\.\d+)?%?|[A-Z][A-Z_]{3,}\w*)")
+# A fact as an engineer cites it, one kind per alternative, the most specific first: a timestamp (as
+# the clock time it prints), a clock time, a date, key=value, a file path, a release version, a dotted
+# name (Order.amount, java.lang.X), a hex identifier (pod, request and trace ids), a name
+# (CrashLoopBackOff, OOMKilled, NoneType, SIGSEGV, ECONNREFUSED), a number. Plain words are no facts.
+_FACT = re.compile(
+    r"(?P<stamp>\b\d{4}-\d{2}-\d{2}[T ](?P<clock>\d{2}:\d{2})(?::\d{2}(?:\.\d+)?)?Z?)"
+    r"|(?P<time>(?<![\d:])\d{1,2}:\d{2})"
+    r"|(?P<date>\b\d{4}-\d{2}-\d{2}\b)"
+    r"|(?P<pair>\b\w+=[\w.%/:-]+)"
+    r"|(?P<path>(?<![\w./-])(?:[\w.-]+/)+[\w-]+\.[A-Za-z]\w*)"
+    r"|(?P<version>\bv?\d+(?:\.\d+){2,}(?:-\w+)?|\bv\d+\.\d+\b)"
+    r"|(?P<dotted>\b[A-Za-z_]\w+(?:\.[A-Za-z_]\w+)+\b)"
+    r"|(?P<hex>\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{5,}\b)"
+    r"|(?P<name>\b[A-Z](?=\w*[a-z])(?=\w*[A-Z])\w+|\b[A-Z][A-Z_]{3,}\w*)"
+    r"|(?P<number>\b\d+(?:\.\d+)?%?)"
+)
+# What every log prints whatever the fault (levels, HTTP and SQL verbs, a request served, a health
+# check passed): no facts.
+_GENERIC = frozenset({
+    "CRIT", "CRITICAL", "DEBUG", "ERROR", "FATAL", "INFO", "NOTICE", "TRACE", "WARN", "WARNING",
+    "HTTP", "HTTPS", "POST", "HEAD", "PATCH", "DELETE", "OPTIONS", "SELECT", "INSERT", "UPDATE", "FROM", "WHERE",
+    "200", "status=200", "status=ok",
+})
 _NUMBER = re.compile(r"\d+(?:\.\d+)?%?")
 
 
@@ -106,10 +128,57 @@ def _significant(token: str) -> tuple[float, int] | None:
     return float(digits), max(1, figures)
 
 
-def _quotes(cited: str, observed: set[str], numbers: list[str]) -> bool:
-    """Whether a cited fact is one observed: the same token, or a number rounded as engineers round
-    (2812.2 cited as 2800, 99.2% as 99%): to two significant digits at least, so that a list of
-    round numbers ("1 2 5 10 100") quotes nothing, and a percentage only as a percentage."""
+def _spelled(match: re.Match[str]) -> str | None:
+    """One spelling of a fact (hours padded, versions with one "v", key=value as its value when that
+    is a fact itself), or None for what is no fact: a generic word, a number of one significant digit
+    shorter than three ("0", "4", "20", "0.5": a list of them quotes nothing; "500" is a fact)."""
+    token, kind = match.group(), match.lastgroup
+    if token in _GENERIC:
+        return None
+    if kind == "stamp":
+        return match.group("clock")
+    if kind == "time":
+        hours, minutes = token.split(":")
+        return f"{int(hours):02d}:{minutes}"
+    if kind == "pair":
+        value = _FACT.fullmatch(token.split("=", 1)[1])
+        return (_spelled(value) if value is not None and value.lastgroup != "pair" else None) or token
+    if kind == "version":
+        return "v" + token.lower().lstrip("v")
+    if kind == "number":
+        number = _significant(token)
+        return token if number is not None and (number[1] >= 2 or (token.isdigit() and len(token) >= 3)) else None
+    return token
+
+
+def _facts(text: str, *, values: bool) -> set[str]:
+    """The facts a text states; with `values`, a key=value also states its value (a view showing
+    build=v5.8.5 shows v5.8.5 and build=v5.8.5)."""
+    found = {fact for match in _FACT.finditer(text) if (fact := _spelled(match))}
+    if values:
+        found |= {match.group() for match in _FACT.finditer(text) if match.lastgroup == "pair"} - _GENERIC
+    return found
+
+
+def _numbers(facts: set[str]) -> list[tuple[float, bool]]:
+    """The numbers among facts, each with whether it is a percentage; a ratio shown (0.0015) is also
+    the percentage an engineer cites (0.15%), and a percentage shown also its ratio."""
+    found: list[tuple[float, bool]] = []
+    for fact in facts:
+        if not _NUMBER.fullmatch(fact):
+            continue
+        value, percent = float(fact.rstrip("%")), fact.endswith("%")
+        found.append((value, percent))
+        if percent:
+            found.append((value / 100, False))
+        elif fact.startswith("0."):
+            found.append((value * 100, True))
+    return found
+
+
+def _quotes(cited: str, observed: set[str], numbers: list[tuple[float, bool]]) -> bool:
+    """Whether a cited fact is one observed: the same fact, or a number rounded as engineers round
+    (2812.2 cited as 2800, 99.2% as 99%, a ratio 0.889 as 88.9%), and a percentage only as a percentage."""
     if cited in observed:
         return True
     number = _significant(cited)
@@ -117,9 +186,13 @@ def _quotes(cited: str, observed: set[str], numbers: list[str]) -> bool:
         return False
     value, figures = number
     percent = cited.endswith("%")
-    return any(
-        x.endswith("%") == percent and float(f"{float(x.rstrip('%')):.{figures}g}") == value for x in numbers
-    )
+    return any(shown == percent and float(f"{x:.{figures}g}") == value for x, shown in numbers)
+
+
+# The rubric's thresholds are stated with the task: citing them invents nothing (they earn nothing).
+_RUBRIC = _facts(
+    f"{P0_ERROR_RATE:.0%} {P1_ERROR_RATE:.0%} {P0_LATENCY_MS:.0f} ms {P1_LATENCY_MS:.0f} ms", values=False
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,27 +318,34 @@ def paid(dense: float, mode: str, done: bool, ledger: Ledger) -> float:
     return round(sum(ledger.rewards), 6) if done else 0.0
 
 
+def rationale_facts(
+    rationales: Iterable[str], observed: Iterable[tuple[frozenset[str], str]], roots: frozenset[str]
+) -> tuple[set[str], set[str], set[str]]:
+    """The distinct facts the rationales cite, those of them seen anywhere (a view, or the rubric),
+    and those seen in a view of one of `roots`."""
+    cited = {fact for text in rationales for fact in _facts(text, values=False)}
+    seen = {fact for fact in cited if _quotes(fact, _RUBRIC, _numbers(_RUBRIC))}
+    of_roots: set[str] = set()
+    for shown, text in observed:
+        facts = _facts(text, values=True)
+        numbers = _numbers(facts)
+        quoted = {fact for fact in cited - (of_roots if shown & roots else seen) if _quotes(fact, facts, numbers)}
+        seen |= quoted
+        if shown & roots:
+            of_roots |= quoted
+    return cited, seen, of_roots
+
+
 def rationale_credit(rationales: Iterable[str], observed: Iterable[tuple[frozenset[str], str]],
                      roots: frozenset[str]) -> float:
     """Credit for rationales that cite facts the agent saw in a view of one of `roots`; facts never
     seen anywhere (invented) dilute it, true facts from elsewhere do not.
 
-    Words alone earn nothing: only values, identifiers and key=value facts count, so stuffing a
-    rationale with keywords cannot pay.
+    Words alone earn nothing: only values, identifiers, names and key=value facts count, so stuffing
+    a rationale with keywords cannot pay.
     """
-    cited = {token for text in rationales for token in _EVIDENCE_TOKEN.findall(text)}
-    if not cited:
-        return 0.0
-    seen: set[str] = set()
-    of_roots: set[str] = set()
-    for shown, text in observed:
-        tokens = set(_EVIDENCE_TOKEN.findall(text))
-        numbers = [t for t in tokens if _NUMBER.fullmatch(t)]
-        quoted = {fact for fact in cited - (of_roots if shown & roots else seen) if _quotes(fact, tokens, numbers)}
-        seen |= quoted
-        if shown & roots:
-            of_roots |= quoted
-    return min(1.0, len(of_roots) / RATIONALE_CITES) * len(seen) / len(cited)
+    cited, seen, of_roots = rationale_facts(rationales, observed, roots)
+    return min(1.0, len(of_roots) / RATIONALE_CITES) * len(seen) / len(cited) if cited else 0.0
 
 
 def root_credit(
@@ -375,10 +455,15 @@ def postmortem(
                 "" if set(declared) == roots or restored else "; counts in proportion to the root causes named right"
             )
         elif part == "rationale":
-            missed[part] = (
-                f"rationales cite fewer than {RATIONALE_CITES} distinct facts seen in the telemetry of the root "
-                "causes named right"
-            )
+            cited, seen, of_roots = rationale_facts(ledger.rationales, ledger.observed, roots & set(declared))
+            said = [
+                f"rationales cite {len(of_roots)} distinct fact(s) seen in a view of a root cause named right "
+                f"({RATIONALE_CITES} earn the full credit)"
+            ]
+            said += [f"cited but seen in no view (they dilute the credit): {', '.join(sorted(cited - seen))}"] if (
+                cited - seen) else []
+            said += [] if set(declared) == roots else ["counts in proportion to the root causes named right"]
+            missed[part] = "; ".join(said)
     if ledger.waste:
         missed["waste"] = (
             f"{ledger.waste} wasted action(s): repeated looks, refused actions, remedies that changed nothing "
