@@ -94,15 +94,16 @@ SCORE_CEIL = 0.99
 RATIONALE_CITES = 3
 
 # A fact as an engineer cites it, one kind per alternative, the most specific first: a timestamp (as
-# the clock time it prints), a clock time, a date, key=value, a file path, a release version, a dotted
-# name (Order.amount, java.lang.X), a hex identifier (pod, request and trace ids), a name
-# (CrashLoopBackOff, OOMKilled, NoneType, SIGSEGV, ECONNREFUSED), a number. Plain words are no facts.
+# the clock time it prints), a clock time, a date, key=value, a file path, an IP address, a release
+# version, a dotted name (Order.amount, java.lang.X), a hex identifier (pod, request and trace ids), a
+# name (CrashLoopBackOff, OOMKilled, NoneType, SIGSEGV, ECONNREFUSED), a number. Words are no facts.
 _FACT = re.compile(
     r"(?P<stamp>\b\d{4}-\d{2}-\d{2}[T ](?P<clock>\d{2}:\d{2})(?::\d{2}(?:\.\d+)?)?Z?)"
     r"|(?P<time>(?<![\d:])\d{1,2}:\d{2})"
     r"|(?P<date>\b\d{4}-\d{2}-\d{2}\b)"
     r"|(?P<pair>\b\w+=[\w.%/:-]+)"
     r"|(?P<path>(?<![\w./-])(?:[\w.-]+/)+[\w-]+\.[A-Za-z]\w*)"
+    r"|(?P<address>\b\d{1,3}(?:\.\d{1,3}){3}\b)"
     r"|(?P<version>\bv?\d+(?:\.\d+){2,}(?:-\w+)?|\bv\d+\.\d+\b)"
     r"|(?P<dotted>\b[A-Za-z_]\w+(?:\.[A-Za-z_]\w+)+\b)"
     r"|(?P<hex>\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{5,}\b)"

@@ -43,6 +43,7 @@ LOGS = (
     '2026-03-29T13:59:55.187Z db-23c3e9-760e4 api[3380]: ERROR req=8830e363 "GET /v1/charges/ch_c8881fe1" status=500 '
     'panic="json: cannot unmarshal string into Go struct field Order.amount of type int64" build=v5.8.5\n'
     "2026-03-29T13:59:56.098Z db-23c3e9-760e4 api[3380]: ERROR TypeError: 'NoneType' object is not subscriptable\n"
+    "2026-03-29T13:59:58.211Z db-23c3e9-760e4 api[3380]: ERROR dial tcp 10.42.0.17:5432: connect: connection refused\n"
     "2026-03-29T14:00:48.317Z db-23c3e9-760e4 api[3380]: INFO  health_check status=ok uptime=0h"
 )
 DEPLOYS = "2026-03-29T13:57:14Z deploy v5.8.5: logging format change by ci-bot; changed models/amount.go, schema/x.json"
@@ -54,6 +55,7 @@ METRICS = "p50 211 ms, p99 617 ms, error rate 0.0015, 931.0 req/s, cpu 23.1%, me
     "all 4 pods CrashLoopBackOff exit 139 (signal 11), image v1.25.10, ready=0",
     "pod 5691b CrashLoopBackOff, b89fd OOMKilled",
     "TypeError on NoneType since 13:59, build=v5.8.5",
+    "dial tcp 10.42.0.17:5432 refused since 13:59",
     "error rate 0.15% at 931 req/s after the rollback, cpu 23%",
 ])
 def test_what_an_engineer_cites_from_a_roots_views_earns_the_credit(rationale: str) -> None:
