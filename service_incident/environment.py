@@ -36,6 +36,7 @@ from .world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS, W
 MAX_SEED = 2**63 - 1
 # Minutes a resolve watches the world for service to come back before it closes the incident.
 RESOLVE_WATCH = 3
+_METRICS_TEXT = msgspec.json.Encoder()  # a metrics view as the agent reads it, for the facts it shows
 _NO_EPISODE = "no episode is running: call reset first"
 _EPISODE_OVER = "the episode is over: call reset to start another"
 _VIEW_LABELS = {
@@ -70,6 +71,7 @@ class _Episode:
     metrics: dict[str, Metrics] = field(default_factory=dict)
     history: list[ActionRecord] = field(default_factory=list)
     paged: list[Alert] = field(default_factory=list)
+    dashboard: dict[str, str] = field(default_factory=dict)
     diagnostic: str | None = None
     ledger: scoring.Ledger = field(default_factory=scoring.Ledger)
     paid: list[float] = field(default_factory=list)
@@ -301,7 +303,9 @@ class ServiceIncidentEnvironment:
             shown |= _reachable(world, look.service, TRACE_DEPTH)
         if look.view == "logs" and world.incident.log_gaps.get(look.service) == "empty":
             shown = set()
-        episode.ledger.observe(look.text, frozenset(shown))
+        # A metrics view shows its minute-by-minute history too: every figure in it was seen.
+        seen = look.text if look.metrics is None else f"{look.text} {_METRICS_TEXT.encode(look.metrics).decode()}"
+        episode.ledger.observe(seen, frozenset(shown))
         if not opened:
             return False
         revealing = {root for root in world.root_causes & shown if world.fault_runs(root, episode.step)}
@@ -348,8 +352,8 @@ class ServiceIncidentEnvironment:
         at_risk = world.data_at_risk(graded)
         basis = (
             f"worst user-facing impact from the page to {format_time(clock(world, graded))} (what metrics showed "
-            f"when the answer was given; a restart's own brief disruption not counted): error rate {error_rate:.1%}, "
-            f"p99 {worst_latency:.0f} ms"
+            f"when the answer was given; a remedy's own disruption (pods rolling) not counted): "
+            f"error rate {error_rate:.1%}, p99 {worst_latency:.0f} ms"
             f"{'; a system of record refused or lost writes' if at_risk else ''}. Rubric: P0 at error rate "
             f">= {P0_ERROR_RATE:.0%} or p99 >= {P0_LATENCY_MS:.0f} ms or writes of record lost; P1 at "
             f">= {P1_ERROR_RATE:.0%} or >= {P1_LATENCY_MS:.0f} ms; otherwise P2."
@@ -387,6 +391,11 @@ class ServiceIncidentEnvironment:
             # Pages are seen facts (quoting them dilutes nothing) but a view of no service: they earn nothing.
             episode.paged = alerts
             episode.ledger.observe(" ".join(f"{a.service} {a.summary}" for a in alerts), frozenset())
+        dashboard = episode.telemetry.dashboard(episode.step) if task.dashboard else {}
+        if dashboard and dashboard != episode.dashboard:
+            # The dashboard is seen like the pages: quoting it dilutes nothing and earns nothing.
+            episode.dashboard = dashboard
+            episode.ledger.observe(" ".join(f"{name} {text}" for name, text in dashboard.items()), frozenset())
         views = episode.views
         observation = Observation(
             task_id=task.id,
@@ -408,7 +417,7 @@ class ServiceIncidentEnvironment:
             message=message,
             available_actions=list(task.actions),
             terminal_actions=list(task.ends_on),
-            dashboard=episode.telemetry.dashboard(episode.step) if task.dashboard else {},
+            dashboard=dashboard,
             last_diagnostic=episode.diagnostic,
             action_history=list(episode.history),
             last_action_error=error,

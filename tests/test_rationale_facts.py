@@ -154,3 +154,20 @@ def test_a_remedys_own_disruption_is_not_graded_whichever_remedy_it_is() -> None
     world.advance()
     world.remediate("restart", bystander)
     assert world.user_facing_impact()[0] > untouched.user_facing_impact()[0] + 0.02
+
+
+def test_the_figures_of_a_metrics_views_history_and_of_the_dashboard_are_seen() -> None:
+    """A rationale quoting a root's metric history earns credit; quoting the dashboard dilutes nothing."""
+    env = ServiceIncidentEnvironment()
+    observation = env.reset(task_id="hard_incident_triage", seed=0, reward_mode="final")
+    root = sorted(World(resolve_incident(TASKS["hard_incident_triage"], None, 0)).root_causes)[0]
+    observation = env.step(parse_action({"action": "inspect_metrics", "target": root, "rationale": "paged"}))
+    metrics = observation.visible_metrics[root]
+    current = {f"{metrics.rps:.1f}", f"{metrics.p99_ms:.1f}", f"{metrics.cpu_pct:.1f}"}
+    earlier = [f"{point.rps:.1f}" for point in metrics.history if f"{point.rps:.1f}" not in current][:3]
+    board = next(iter(observation.dashboard.values())).split(", ")[0]  # e.g. "p99 1801 ms"
+    assert len(earlier) == 3 and board
+    rationale = f"{root} request rate went {' then '.join(earlier)} req/s; the board read {board}"
+    observation = env.step(parse_action({"action": "scale_up", "target": root, "rationale": rationale}))
+    observation = env.step(parse_action({"action": "resolve", "target": root, "rationale": rationale}))
+    assert observation.done and (observation.breakdown or {})["rationale"] == pytest.approx(FULL)
