@@ -260,21 +260,18 @@ def _recoverable_severity(incident: Incident) -> Severity | None:
             return None
         severities.append(rubric(error_rate, latency, at_risk))
     # The dearest check last: it simulates the incident once more per fault.
-    calm = World(structs.replace(incident, faults=[], distractions=[])).states_at(0)
-    if not all(own_impact(incident, i, calm) for i in range(len(incident.faults))):
+    if not all(own_impact(incident, i) for i in range(len(incident.faults))):
         return None
     return max(severities, key=SEVERITIES.index)
 
 
-def own_impact(incident: Incident, index: int, calm: dict[str, ServiceState] | None = None) -> bool:
+def own_impact(incident: Incident, index: int) -> bool:
     """Whether fault `index` alone, at the page, moves something an engineer can see: on its service a
     metric beyond noise; on any service that calls it, directly or not, its error rate or p99; or a page
-    that would not fire without it. A root that shows nothing of its own cannot be told from a guess.
-    `calm` is the incident's world without faults or red herrings at the page, when already known."""
+    that would not fire without it. A root that shows nothing of its own cannot be told from a guess."""
     fault = incident.faults[index]
-    if calm is None:
-        calm = World(structs.replace(incident, faults=[], distractions=[])).states_at(0)
-    sick = World(structs.replace(incident, faults=[fault], distractions=[])).states_at(0)
+    alone = World(structs.replace(incident, faults=[fault], distractions=[]))
+    sick, calm = alone.states_at(0), alone.plan.calm
     own, before = sick[fault.service], calm[fault.service]
     if (
         own.error_rate - before.error_rate >= OWN_ERROR
