@@ -272,6 +272,13 @@ class Telemetry:
         self._began: dict[tuple[str, str, int], str] = {}
         self._rendered: dict[tuple[str, str, int, bool, float, float], Alert] = {}
         self._facing = frozenset(spec.name for spec in world.incident.services if spec.user_facing)
+        # Per service, the rules that watch it as (reading's key, value, threshold): every minute of the
+        # history reads them all.
+        self._watch = tuple(
+            (spec.name, tuple(((spec.name, rule.signal), rule.value, rule.threshold) for rule in watching))
+            for spec in world.incident.services
+            for watching in (_WATCHING[spec.user_facing],)
+        )
 
     # -- the entry point ---------------------------------------------------------------------------
 
@@ -987,11 +994,12 @@ class Telemetry:
         cached = self._readings.get(step)
         if cached is not None and cached[0] is states:
             return cached[1]
-        found = {
-            (spec.name, rule.signal): value
-            for spec in self.world.incident.services
-            for rule, value in fired(spec.user_facing, states[spec.name])
-        }
+        found: dict[tuple[str, str], float] = {}
+        for name, rules in self._watch:
+            state = states[name]
+            for key, value_of, threshold in rules:
+                if (value := value_of(state)) >= threshold:
+                    found[key] = value
         self._readings[step] = (states, found)
         return found
 
