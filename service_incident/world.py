@@ -17,7 +17,7 @@ import math
 import sys
 import zlib
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -475,18 +475,24 @@ class World:
     _undisrupted: dict[int, dict[str, ServiceState]] = field(default_factory=dict)
     # Faults' strengths by (step, remedies applied): only a remedy changes a fault's course.
     _strengths: dict[tuple[int, int], tuple[float, ...]] = field(default_factory=dict)
+    # The incident's plan when the caller holds it already (the generator's candidates share one).
+    known: InitVar[Plan | None] = None
+    # Whether its untouched states go to the store every episode of the incident shares: not for a
+    # world no episode plays (a calm world, a fault alone).
+    shared: InitVar[bool] = True
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, known: Plan | None, shared: bool) -> None:
         incident = self.incident
-        self.plan = plan(incident)
+        self.plan = known if known is not None else plan(incident)
         if not self.plan.healthy_p99:
             # Placeholders first: the calm world built here shares this plan.
             self.plan.healthy_p99.update({node.name: math.inf for node in self.plan.nodes})
-            calm = World(structs.replace(incident, faults=[], distractions=[])).states_at(0)
+            calm_world = World(structs.replace(incident, faults=[], distractions=[]), known=self.plan, shared=False)
+            calm = calm_world.states_at(0)
             self.plan.healthy_p99.update({name: state.p99_ms for name, state in calm.items()})
             # Its health read no healthy p99, but a calm service is never slow against itself: the same states.
             self.plan.calm.update(calm)
-        self._cache = _Steps(self._prepage(), self._key)
+        self._cache = _Steps(self._prepage() if shared else {}, self._key)
         self._runs = [
             _FaultRun(
                 spec, FAULTS[spec.type], fault_lead(incident, spec, index),
