@@ -96,6 +96,8 @@ _WATCHING: dict[bool, tuple[AlertRule, ...]] = {
 
 
 _RULES = {rule.signal: rule for rule in ALERT_RULES}
+# A rule as a service's readings apply it: the reading's key, the value it reads, its threshold.
+_Watched = tuple[tuple[str, str], Callable[[ServiceState], float], float]
 
 
 def fired(user_facing: bool, state: ServiceState) -> list[tuple[AlertRule, float]]:
@@ -272,13 +274,6 @@ class Telemetry:
         self._began: dict[tuple[str, str, int], str] = {}
         self._rendered: dict[tuple[str, str, int, bool, float, float], Alert] = {}
         self._facing = frozenset(spec.name for spec in world.incident.services if spec.user_facing)
-        # Per service, the rules that watch it as (reading's key, value, threshold): every minute of the
-        # history reads them all.
-        self._watch = tuple(
-            (spec.name, tuple(((spec.name, rule.signal), rule.value, rule.threshold) for rule in watching))
-            for spec in world.incident.services
-            for watching in (_WATCHING[spec.user_facing],)
-        )
 
     # -- the entry point ---------------------------------------------------------------------------
 
@@ -987,6 +982,16 @@ class Telemetry:
         if shared is not None:
             shared[at] = cached[1]
         return cached[1]
+
+    @cached_property
+    def _watch(self) -> tuple[tuple[str, tuple[_Watched, ...]], ...]:
+        """Per service, the rules that watch it: every minute of the history reads them all. Not built for
+        an episode whose pages another episode rendered already."""
+        return tuple(
+            (spec.name, tuple(((spec.name, rule.signal), rule.value, rule.threshold) for rule in watching))
+            for spec in self.world.incident.services
+            for watching in (_WATCHING[spec.user_facing],)
+        )
 
     def readings(self, step: int) -> dict[tuple[str, str], float]:
         """Which alert rules fire at a step, and on what value; kept while the world's states stand."""
