@@ -18,7 +18,18 @@ from .incidents import Distraction, DistractionKind, FaultSpec, Incident, LogGap
 from .models import Severity
 from .telemetry import fired
 from .topology import KINDS
-from .world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS, SEVERITIES, ServiceState, World, rubric
+from .world import (
+    P0_ERROR_RATE,
+    P0_LATENCY_MS,
+    P1_ERROR_RATE,
+    P1_LATENCY_MS,
+    SEVERITIES,
+    Plan,
+    ServiceState,
+    World,
+    plan,
+    rubric,
+)
 
 # name, kind: the catalogue topologies are drawn from (the gateway is always the entry point).
 APPS: tuple[tuple[str, str], ...] = (
@@ -149,6 +160,8 @@ def _draw(
     # range from above, too mild from below.
     low, high = knobs.intensity
     candidates = []
+    # The strengths move nothing the plan holds: one for every try.
+    plan_ = plan(draft)
     for _ in range(INTENSITY_TRIES):
         strengths = [round(rng.uniform(low, high), 2) for _ in faults]
         incident = structs.replace(
@@ -158,7 +171,7 @@ def _draw(
                 for f, x in zip(faults, strengths, strict=True)
             ],
         )
-        severity = _recoverable_severity(incident)
+        severity = _recoverable_severity(incident, plan_)
         if severity == wanted:
             return incident
         if severity is not None:
@@ -238,7 +251,7 @@ def _distractions(
     return found
 
 
-def _recoverable_severity(incident: Incident) -> Severity | None:
+def _recoverable_severity(incident: Incident, plan_: Plan) -> Severity | None:
     """The incident's severity if its labels can be recovered from telemetry, else None.
 
     Recoverable: every root cause is paged itself or lies at the end of a trail of blame from a
@@ -246,7 +259,7 @@ def _recoverable_severity(incident: Incident) -> Severity | None:
     and the user-facing impact is clear of the rubric's edges. Untouched, the world only changes
     when a fault worsens, so checking those steps covers every step.
     """
-    world = World(incident)
+    world = World(incident, known=plan_)
     states = world.states_at(0)
     if not _traceable(incident, states):
         return None
@@ -260,21 +273,19 @@ def _recoverable_severity(incident: Incident) -> Severity | None:
             return None
         severities.append(rubric(error_rate, latency, at_risk))
     # The dearest check last: it simulates the incident once more per fault.
-    calm = World(structs.replace(incident, faults=[], distractions=[])).states_at(0)
-    if not all(own_impact(incident, i, calm) for i in range(len(incident.faults))):
+    if not all(own_impact(incident, i, plan_) for i in range(len(incident.faults))):
         return None
     return max(severities, key=SEVERITIES.index)
 
 
-def own_impact(incident: Incident, index: int, calm: dict[str, ServiceState] | None = None) -> bool:
+def own_impact(incident: Incident, index: int, known: Plan | None = None) -> bool:
     """Whether fault `index` alone, at the page, moves something an engineer can see: on its service a
     metric beyond noise; on any service that calls it, directly or not, its error rate or p99; or a page
     that would not fire without it. A root that shows nothing of its own cannot be told from a guess.
-    `calm` is the incident's world without faults or red herrings at the page, when already known."""
+    `known` is the incident's plan, when already at hand."""
     fault = incident.faults[index]
-    if calm is None:
-        calm = World(structs.replace(incident, faults=[], distractions=[])).states_at(0)
-    sick = World(structs.replace(incident, faults=[fault], distractions=[])).states_at(0)
+    alone = World(structs.replace(incident, faults=[fault], distractions=[]), known=known, shared=False)
+    sick, calm = alone.states_at(0), alone.plan.calm
     own, before = sick[fault.service], calm[fault.service]
     if (
         own.error_rate - before.error_rate >= OWN_ERROR

@@ -96,6 +96,8 @@ _WATCHING: dict[bool, tuple[AlertRule, ...]] = {
 
 
 _RULES = {rule.signal: rule for rule in ALERT_RULES}
+# A rule as a service's readings apply it: the reading's key, the value it reads, its threshold.
+_Watched = tuple[tuple[str, str], Callable[[ServiceState], float], float]
 
 
 def fired(user_facing: bool, state: ServiceState) -> list[tuple[AlertRule, float]]:
@@ -981,17 +983,28 @@ class Telemetry:
             shared[at] = cached[1]
         return cached[1]
 
+    @cached_property
+    def _watch(self) -> tuple[tuple[str, tuple[_Watched, ...]], ...]:
+        """Per service, the rules that watch it: every minute of the history reads them all. Not built for
+        an episode whose pages another episode rendered already."""
+        return tuple(
+            (spec.name, tuple(((spec.name, rule.signal), rule.value, rule.threshold) for rule in watching))
+            for spec in self.world.incident.services
+            for watching in (_WATCHING[spec.user_facing],)
+        )
+
     def readings(self, step: int) -> dict[tuple[str, str], float]:
         """Which alert rules fire at a step, and on what value; kept while the world's states stand."""
         states = self.world.states_at(step)
         cached = self._readings.get(step)
         if cached is not None and cached[0] is states:
             return cached[1]
-        found = {
-            (spec.name, rule.signal): value
-            for spec in self.world.incident.services
-            for rule, value in fired(spec.user_facing, states[spec.name])
-        }
+        found: dict[tuple[str, str], float] = {}
+        for name, rules in self._watch:
+            state = states[name]
+            for key, value_of, threshold in rules:
+                if (value := value_of(state)) >= threshold:
+                    found[key] = value
         self._readings[step] = (states, found)
         return found
 

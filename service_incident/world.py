@@ -17,7 +17,7 @@ import math
 import sys
 import zlib
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -232,8 +232,10 @@ class Plan:
     loop: tuple[_Loop, ...]
     # The services' noise keys on their two channels, in the simulation's order, packed for `_mix_lanes`.
     noise: int
-    # Each service's p99 with nothing wrong anywhere, filled by the first world built on this plan.
+    # Each service's p99, and its state, at the page with nothing wrong anywhere: filled by the first world
+    # built on this plan.
     healthy_p99: dict[str, float] = field(default_factory=dict)
+    calm: dict[str, ServiceState] = field(default_factory=dict)
 
 
 def technology(incident: Incident, name: str) -> str:
@@ -473,16 +475,24 @@ class World:
     _undisrupted: dict[int, dict[str, ServiceState]] = field(default_factory=dict)
     # Faults' strengths by (step, remedies applied): only a remedy changes a fault's course.
     _strengths: dict[tuple[int, int], tuple[float, ...]] = field(default_factory=dict)
+    # The incident's plan when the caller holds it already (the generator's candidates share one).
+    known: InitVar[Plan | None] = None
+    # Whether its untouched states go to the store every episode of the incident shares: not for a
+    # world no episode plays (a calm world, a fault alone).
+    shared: InitVar[bool] = True
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, known: Plan | None, shared: bool) -> None:
         incident = self.incident
-        self.plan = plan(incident)
+        self.plan = known if known is not None else plan(incident)
         if not self.plan.healthy_p99:
             # Placeholders first: the calm world built here shares this plan.
             self.plan.healthy_p99.update({node.name: math.inf for node in self.plan.nodes})
-            calm = World(structs.replace(incident, faults=[], distractions=[]))
-            self.plan.healthy_p99.update({name: state.p99_ms for name, state in calm.states_at(0).items()})
-        self._cache = _Steps(self._prepage(), self._key)
+            calm_world = World(structs.replace(incident, faults=[], distractions=[]), known=self.plan, shared=False)
+            calm = calm_world.states_at(0)
+            self.plan.healthy_p99.update({name: state.p99_ms for name, state in calm.items()})
+            # Its health read no healthy p99, but a calm service is never slow against itself: the same states.
+            self.plan.calm.update(calm)
+        self._cache = _Steps(self._prepage() if shared else {}, self._key)
         self._runs = [
             _FaultRun(
                 spec, FAULTS[spec.type], fault_lead(incident, spec, index),
@@ -664,6 +674,11 @@ class World:
         restarting = {name for name, steps in self._restarts.items() if step in steps} if disrupt else set()
         scaled = self._capacity
         healthy_p99 = plan_.healthy_p99
+        healthy_rps = plan_.healthy_rps
+        # At the page, a service nothing touches (no fault or side work of its own, its usual traffic, every
+        # dependency answering its calls as when calm) is in its calm state: the same arithmetic on the
+        # same noise.
+        quiet = plan_.calm if step == 0 and plan_.calm else None
         wobble = _mix_lanes(plan_.noise, 2 * len(plan_.loop), _wobble_minute(step))
         states: dict[str, ServiceState] = {}
         for (node, capacity_rps, base_queueing, calm_queueing, memory_noise, of_record, edges), w1, w2 in zip(
@@ -676,6 +691,13 @@ class World:
             n2 = 1.0 + nw2
             faults = live.get(name, ())
             requests = rps[name]
+            if (
+                quiet is not None and not faults and requests == healthy_rps[name] and name not in side
+                and name not in restarting and name not in scaled and name not in shed
+                and all(_answers_alike(states[edge.dep], quiet[edge.dep]) for edge, _, _ in edges)
+            ):
+                states[name] = quiet[name]
+                continue
             strength_total = 0.0
             if faults or not calm or name in scaled:
                 capacity = capacity_rps * self.capacity(name, step) if name in scaled else capacity_rps
@@ -777,6 +799,14 @@ class World:
                 self_p50, self_p99, extra_error, minor_error, minor_mode, request_error,
             )
         return states
+
+
+def _answers_alike(state: ServiceState, other: ServiceState) -> bool:
+    """Whether a dependency's callers meet the same calls in both states: all a caller reads of it."""
+    return state is other or (
+        state.call_failure == other.call_failure and state.p50_ms == other.p50_ms
+        and state.p99_ms == other.p99_ms and state.mode == other.mode
+    )
 
 
 def _impact(plan_: Plan, states: dict[str, ServiceState]) -> tuple[float, float]:
