@@ -290,10 +290,10 @@ class Telemetry:
         return look
 
     def _epoch(self, view: View, service: str, step: int) -> object:
-        """What a view is rendered from besides the clock: faults' strengths and the remedies applied."""
+        """What a view is rendered from besides the clock: faults' strengths and demand, and the remedies applied."""
         world = self.world
         at = self.lagged(step) if view == "metrics" else step
-        return world.strengths(at), len(world.history), tuple(world.restarts(service, at))
+        return world.strengths(at), world.demands(at), len(world.history), tuple(world.restarts(service, at))
 
     # -- views ---------------------------------------------------------------------------------------
 

@@ -376,8 +376,10 @@ def _shows_fault(world: World, telemetry: Telemetry, calm: World, index: int, st
         - _originating(Telemetry(calm, seed).traces(service, step), service) for seed in range(3)
     )
     now, then = world.states_at(step)[service], calm.states_at(step)[service]
-    moved = (now.error_rate - then.error_rate > 0.002 or now.p99_ms > 1.05 * then.p99_ms
-             or now.cpu_pct > then.cpu_pct + 2)
+    # A surge's requests outlast its fix (they come from outside): serving them costs CPU and queueing,
+    # which is traffic, not the fault; what the fix ends is the failing.
+    moved = now.error_rate - then.error_rate > 0.002 or (not FAULTS[fault.type].load and (
+        now.p99_ms > 1.05 * then.p99_ms or now.cpu_pct > then.cpu_pct + 2))
     health = telemetry.health(service, step)
     events = [line for line in health.split("events (last 15m):")[1].splitlines()
               if (match := _AGO.match(line)) and "Warning" in line
@@ -448,3 +450,25 @@ def test_everyday_and_routine_lines_show_on_roots_as_on_other_services() -> None
     )
     assert abs(on_roots - elsewhere) < 0.04, (on_roots, elsewhere)
     assert abs(root_chatter - other_chatter) < 0.5, (root_chatter, other_chatter)
+
+
+@pytest.mark.parametrize(("fault_type", "remedy"), [c for c in _cases() if c[1] != "shed_load"])
+def test_no_remedy_but_shedding_turns_requests_away(fault_type: str, remedy: Remedy) -> None:
+    """Capacity, a restart or a rollback cannot make fewer requests arrive from outside: after any remedy
+    but shed_load, every service receives at least what it would with the fault left alone (a surge's
+    requests included), and never less than its calm baseline."""
+    for seed in (3, 11):
+        incident = _incident(fault_type, seed)
+        root = incident.faults[0].service
+        untouched = World(incident)
+        calm = World(structs.replace(incident, faults=[], distractions=[])).states_at(0)
+        world = World(incident)
+        world.advance()
+        world.remediate(remedy, root)
+        for step in range(REMEDY_STEP, LAST_STEP + 1):
+            if step > REMEDY_STEP:
+                world.advance()
+            left, now = untouched.states_at(step), world.states
+            for name, state in now.items():
+                assert state.rps >= left[name].rps * (1 - 1e-9), (name, step)
+                assert state.rps >= calm[name].rps * (1 - 1e-9), (name, step)
