@@ -260,9 +260,9 @@ FAULTS: Mapping[str, FaultType] = {
             },
             fix="expand_volume", acceptable=("scale_up",), error_rate=0.45, latency_ms=400, cpu_pct=70,
             failure="write", loses_writes=True, lead=(4, 15),
-            db_report={"postgres": "disk: /var/lib/postgresql 100% used (0 B free); WAL {int:40:60}GB; last checkpoint "
+            db_report={"postgres": "disk: {volume} 100% used (0 B free); WAL {int:40:60}GB; last checkpoint "
                                    "failed; {int:20:90} transactions aborted in the last minute",
-                       "*": "disk: /var/lib/mysql 100% used; binlog {int:40:60}GB; {int:20:90} writes failed in the last minute"},
+                       "*": "disk: {volume} 100% used; binlog {int:40:60}GB; {int:20:90} writes failed in the last minute"},
         ),
         FaultType(
             "cache_eviction", ("cache",),

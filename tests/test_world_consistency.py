@@ -472,3 +472,46 @@ def test_no_remedy_but_shedding_turns_requests_away(fault_type: str, remedy: Rem
             for name, state in now.items():
                 assert state.rps >= left[name].rps * (1 - 1e-9), (name, step)
                 assert state.rps >= calm[name].rps * (1 - 1e-9), (name, step)
+
+
+@pytest.mark.parametrize("seed", [3, 11, 19, 27])
+def test_a_service_that_still_serves_has_a_ready_pod(seed: int) -> None:
+    """Readiness and traffic agree: while any request of a service succeeds some pod is ready to serve it,
+    and the pods that are not ready are the ones whose containers are crash-looping."""
+    incident = _incident("crash_loop", seed)
+    root = incident.faults[0].service
+    world = World(incident)
+    telemetry = Telemetry(world, seed=seed)
+    for step in range(LAST_STEP):
+        if step:
+            world.advance()
+        pods, state = _health(telemetry.health(root, step)), world.states_at(step)[root]
+        assert state.error_rate < 1.0
+        assert pods.ready >= 1, (step, state.error_rate)
+        assert pods.ready == sum(1 for _, status, _, _ in pods.listed.values() if status == "Running")
+
+
+@pytest.mark.parametrize("remedy", _remedies("disk_full"))
+@pytest.mark.parametrize("seed", [3, 11, 19, 27])
+def test_a_full_volume_pages_on_itself_and_its_peak_never_falls(seed: int, remedy: Remedy) -> None:
+    """A full volume's page names the volume the database reports full; its peak since the page only
+    rises while it fires; once resolved it reads below its threshold, as the diagnostics do."""
+    incident = _incident("disk_full", seed)
+    root = incident.faults[0].service
+    world = World(incident)
+    telemetry = Telemetry(world, seed=seed)
+    peak = 0.0
+    for step in range(LAST_STEP + 1):
+        if step:
+            world.advance()
+        if step == REMEDY_STEP:
+            world.remediate(remedy, root)
+        page = next(a for a in telemetry.alerts(step) if a.service == root and a.signal == "disk_pct")
+        assert page.peak >= peak
+        peak = page.peak
+        if page.status == "resolved":
+            assert page.value < 80.0
+            assert f"disk {page.value:.0f}% used" in telemetry.db_query(root, step)
+        elif incident.service(root).kind == "database":
+            volume = page.summary.split()[2]
+            assert f"disk: {volume} 100% used" in telemetry.db_query(root, step)
