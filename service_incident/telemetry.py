@@ -626,8 +626,10 @@ class Telemetry:
         of its technology: a datastore has backups and snapshots, no webhooks."""
         iid = self.world.incident.id
         options = _DISTRACTION_LOGS[kind]
-        if self.world.plan.by_name[service].kind in OPERATIONS:
+        node = self.world.plan.by_name[service]
+        if node.kind in OPERATIONS:
             options = _DATASTORE_WORK.get(kind, options)
+        options = _TECH_WORK.get(node.tech, {}).get(kind, options)
         if not options:
             return []
         chosen = list(dict.fromkeys(options[int(unit(iid, *key, kind, n) * len(options))] for n in range(2)))
@@ -1240,6 +1242,27 @@ _DATASTORE_WORK: dict[str, tuple[str, ...]] = {
         "INFO background compaction in progress ({int:20:80}% done)",
         "WARN cpu throttled for {int:10:40}% of the last period",
     ),
+}
+# Side work of technologies that keep no data of their own or run no jobs: a proxy rotates and ships
+# its access logs; memcached persists nothing; redis snapshots and rewrites its append-only file.
+_THROTTLED = "WARN cpu throttled for {int:10:40}% of the last period"
+_PROXY_WORK: dict[str, tuple[str, ...]] = {
+    "flaky_errors": (
+        "ERROR access log shipping failed: connection reset by peer host=log-sink.internal",
+        "WARN access log upload to object storage failed: deadline exceeded after {int:1000:5000}ms, will retry",
+    ),
+    "noisy_neighbour": ("INFO access log rotation: compressing {int:2:9} files", _THROTTLED),
+}
+_TECH_WORK: dict[str, dict[str, tuple[str, ...]]] = {
+    "nginx": _PROXY_WORK,
+    "envoy": _PROXY_WORK,
+    "memcached": {
+        "flaky_errors": ("ERROR stats export to metrics sink failed: connection refused host=stats-sink.internal",),
+        "noisy_neighbour": ("INFO slab rebalancer moved {int:2:40} pages between classes", _THROTTLED),
+    },
+    "redis": {
+        "noisy_neighbour": ("INFO Background append only file rewriting started ({int:20:80}% done)", _THROTTLED),
+    },
 }
 
 _REMEDY_LOGS = {

@@ -515,3 +515,32 @@ def test_a_full_volume_pages_on_itself_and_its_peak_never_falls(seed: int, remed
         elif incident.service(root).kind == "database":
             volume = page.summary.split()[2]
             assert f"disk: {volume} 100% used" in telemetry.db_query(root, step)
+
+
+# What each technology does not have: a proxy runs no jobs and keeps no data, memcached persists nothing,
+# and only a proxy is configured with proxy directives.
+_FOREIGN = {
+    "nginx": re.compile(r"batch job|compaction|snapshot|nightly report|GC pause"),
+    "envoy": re.compile(r"batch job|compaction|snapshot|nightly report|GC pause"),
+    "memcached": re.compile(r"compaction|snapshot|backup|GC pause|batch job"),
+}
+_PROXY_FILES = re.compile(r"upstream_buffers|proxy_headers|proxy_cache|body_rewrite")
+
+
+@pytest.mark.parametrize("difficulty", ["medium", "hard", "expert"])
+def test_side_work_and_releases_are_the_technologys_own(difficulty: str) -> None:
+    seen: set[str] = set()
+    for seed in range(40):
+        incident = generate(difficulty, seed=3_000_000 + seed)
+        world = World(incident)
+        telemetry = Telemetry(world, seed=seed)
+        for spec in incident.services:
+            tech = world.plan.by_name[spec.name].tech
+            if tech in _FOREIGN:
+                logs = telemetry.logs(spec.name, 0)
+                assert not _FOREIGN[tech].search(logs), (spec.name, tech, logs)
+                seen.add(tech)
+            if tech not in ("nginx", "envoy"):
+                deploys = telemetry.deploys(spec.name, 0)
+                assert not _PROXY_FILES.search(deploys), (spec.name, tech, deploys)
+    assert seen
