@@ -923,7 +923,9 @@ class Telemetry:
         own_error = source.own_error
         if draw < own_error:
             status = source.failure
-        elif source.minor_error and draw < own_error + source.minor_error * (1.0 - own_error):
+        elif source.minor_error and edge is None and draw < own_error + source.minor_error * (1.0 - own_error):
+            # A red herring's minor fault fails requests no caller sends (its callers do not suffer):
+            # they show where a trace starts at the service, never inside a caller's request.
             status = source.minor_failure
         if depth < TRACE_DEPTH:
             for child in source.node.edges:

@@ -544,3 +544,31 @@ def test_side_work_and_releases_are_the_technologys_own(difficulty: str) -> None
                 deploys = telemetry.deploys(spec.name, 0)
                 assert not _PROXY_FILES.search(deploys), (spec.name, tech, deploys)
     assert seen
+
+
+def _failing_spans(world: World, caller: str, service: str, seed: int) -> list[str]:
+    """The failing spans of `service` inside the sampled requests of `caller`."""
+    text = Telemetry(world, seed=seed).traces(caller, 0)
+    return [line for line in text.splitlines()
+            if line.startswith("  ") and line.split()[0] == service and not line.endswith(" ok")]
+
+
+def test_a_minor_faults_failures_never_reach_its_callers_requests() -> None:
+    """A red herring's minor fault fails requests of its own, which no caller sends: its callers' error
+    rates do not move, and neither do the spans of their requests that pass through it."""
+    checked = 0
+    for seed in range(30):
+        incident = generate("hard", seed=4_000_000 + seed)
+        for index, distraction in enumerate(incident.distractions):
+            if distraction.kind != "minor_fault":
+                continue
+            service = distraction.service
+            others = [d for i, d in enumerate(incident.distractions) if i != index]
+            world, calm = World(incident), World(structs.replace(incident, distractions=others))
+            for caller in [s.name for s in incident.services if service in s.depends_on]:
+                assert world.states[caller].request_error == pytest.approx(calm.states[caller].request_error)
+                for sample in range(3):
+                    assert _failing_spans(world, caller, service, sample) == _failing_spans(
+                        calm, caller, service, sample), (service, caller)
+                checked += 1
+    assert checked >= 5
