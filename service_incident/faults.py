@@ -33,6 +33,8 @@ TECHNOLOGIES: Mapping[str, tuple[str, ...]] = {
     **{kind: ("jvm", "go", "python", "node") for kind in APP_KINDS},
 }
 APP_TECHS = frozenset({"jvm", "go", "python", "node"})
+# Technologies that proxy requests, whose configuration is a proxy's ("proxy" in file tables).
+PROXY_TECHS = frozenset(TECHNOLOGIES["gateway"])
 
 # Log phrasings: technology (or "app" for any application runtime, "*" for any) -> alternatives, each
 # a group of lines the fault writes together. A service keeps one phrasing for the whole incident.
@@ -109,7 +111,8 @@ _PAYLOAD_FILES = {
     "app": ("api/serializers/order_payload.{ext}, schema/order.json",
             "models/amount.{ext}, schema/payment_request.json",
             "handlers/checkout_request.{ext}, api/v2/payload.{ext}"),
-    "*": ("conf.d/upstream_buffers.conf, conf.d/proxy_headers.conf", "routes/body_rewrite.yaml"),
+    "proxy": ("conf.d/upstream_buffers.conf, conf.d/proxy_headers.conf", "routes/body_rewrite.yaml"),
+    "*": ("schema/orders.sql, migrations/payload_columns.sql", "config/serialization.conf"),
 }
 _TOKEN_FILES = {
     "app": ("auth/token_validator.{ext}, auth/claims.{ext}", "middleware/jwt_claims.{ext}",
@@ -118,7 +121,8 @@ _TOKEN_FILES = {
 _CACHE_FILES = {
     "app": ("cache/session_cache.{ext}, config/cache.yaml", "middleware/response_cache.{ext}",
             "sessions/store.{ext}, config/sessions.yaml"),
-    "*": ("conf.d/proxy_cache.conf", "filters/response_cache.yaml"),
+    "proxy": ("conf.d/proxy_cache.conf", "filters/response_cache.yaml"),
+    "*": ("config/sessions_keyspace.conf", "config/eviction.conf"),
 }
 _ROUTINE_FILES = {
     "app": ("build/dependencies.lock", "config/logging.yaml, docs/CHANGELOG.md", "flags/cleanup.{ext}",
@@ -260,9 +264,9 @@ FAULTS: Mapping[str, FaultType] = {
             },
             fix="expand_volume", acceptable=("scale_up",), error_rate=0.45, latency_ms=400, cpu_pct=70,
             failure="write", loses_writes=True, lead=(4, 15),
-            db_report={"postgres": "disk: /var/lib/postgresql 100% used (0 B free); WAL {int:40:60}GB; last checkpoint "
+            db_report={"postgres": "disk: {volume} 100% used (0 B free); WAL {int:40:60}GB; last checkpoint "
                                    "failed; {int:20:90} transactions aborted in the last minute",
-                       "*": "disk: /var/lib/mysql 100% used; binlog {int:40:60}GB; {int:20:90} writes failed in the last minute"},
+                       "*": "disk: {volume} 100% used; binlog {int:40:60}GB; {int:20:90} writes failed in the last minute"},
         ),
         FaultType(
             "cache_eviction", ("cache",),
@@ -397,9 +401,11 @@ CHANGED_FILES: tuple[tuple[str | None, Mapping[str, tuple[str, ...]]], ...] = (
 
 
 def changed_files(table: Mapping[str, tuple[str, ...]], tech: str, draw: float) -> str:
-    """One of a table's file lists for a technology, with its source extension."""
+    """One of a table's file lists for a technology, with its source extension: an application's
+    sources, a proxy's configuration, or any other technology's ("*")."""
     def among(files: Mapping[str, tuple[str, ...]]) -> tuple[str, ...] | None:
-        return files.get(tech) or (files.get("app") if tech in APP_TECHS else None) or files.get("*")
+        family = files.get("app") if tech in APP_TECHS else files.get("proxy") if tech in PROXY_TECHS else None
+        return files.get(tech) or family or files.get("*")
 
     options = among(table) or among(_ROUTINE_FILES) or ()
     return options[int(draw * len(options))].replace("{ext}", SOURCE_EXTENSIONS.get(tech, "conf"))

@@ -272,10 +272,28 @@ def _recoverable_severity(incident: Incident, plan_: Plan) -> Severity | None:
         if any(abs(latency - edge) < LATENCY_MARGIN_MS for edge in (P1_LATENCY_MS, P0_LATENCY_MS)):
             return None
         severities.append(rubric(error_rate, latency, at_risk))
+    if not _fixes_restore(incident, plan_):
+        return None
     # The dearest check last: it simulates the incident once more per fault.
     if not all(own_impact(incident, i, plan_) for i in range(len(incident.faults))):
         return None
     return max(severities, key=SEVERITIES.index)
+
+
+def _fixes_restore(incident: Incident, known: Plan | None = None) -> bool:
+    """Whether every root's fix, applied a step after the page, brings users back even at the faults'
+    peak. Only extra requests outlast a fix (no remedy ends demand from outside): an incident without
+    them is restored by its fixes by construction, so only one with them is simulated."""
+    if not any(FAULTS[f.type].load for f in incident.faults):
+        return True
+    world = World(incident, known=known, shared=False)
+    world.advance()
+    for fault in incident.faults:
+        world.remediate(FAULTS[fault.type].fix, fault.service)
+    settled = max([f.intensify_at or 0 for f in incident.faults]) + 3
+    while world.step < settled:
+        world.advance()
+    return world.restored()
 
 
 def own_impact(incident: Incident, index: int, known: Plan | None = None) -> bool:

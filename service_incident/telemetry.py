@@ -292,10 +292,10 @@ class Telemetry:
         return look
 
     def _epoch(self, view: View, service: str, step: int) -> object:
-        """What a view is rendered from besides the clock: faults' strengths and the remedies applied."""
+        """What a view is rendered from besides the clock: faults' strengths and demand, and the remedies applied."""
         world = self.world
         at = self.lagged(step) if view == "metrics" else step
-        return world.strengths(at), len(world.history), tuple(world.restarts(service, at))
+        return world.strengths(at), world.demands(at), len(world.history), tuple(world.restarts(service, at))
 
     # -- views ---------------------------------------------------------------------------------------
 
@@ -351,7 +351,9 @@ class Telemetry:
         crash = self._crash(service)
         sick: dict[int, int] = {}  # how many pods' containers crash, by step
         if crash is not None:
-            sick = {s: math.ceil(crash[2](s) * replicas) for s in range(max(crash[1], step - 30), step + 1)}
+            # While any request succeeds some pod serves it: one stays up unless every request fails.
+            most = replicas if crash[0].error_rate >= 1.0 else replicas - 1
+            sick = {s: min(most, math.ceil(crash[2](s) * replicas)) for s in range(max(crash[1], step - 30), step + 1)}
         pods = []
         for index in range(replicas):
             scaled = index >= node.replicas
@@ -626,8 +628,10 @@ class Telemetry:
         of its technology: a datastore has backups and snapshots, no webhooks."""
         iid = self.world.incident.id
         options = _DISTRACTION_LOGS[kind]
-        if self.world.plan.by_name[service].kind in OPERATIONS:
+        node = self.world.plan.by_name[service]
+        if node.kind in OPERATIONS:
             options = _DATASTORE_WORK.get(kind, options)
+        options = _TECH_WORK.get(node.tech, {}).get(kind, options)
         if not options:
             return []
         chosen = list(dict.fromkeys(options[int(unit(iid, *key, kind, n) * len(options))] for n in range(2)))
@@ -685,16 +689,14 @@ class Telemetry:
         pods = self.pods(service, step)
         now = clock(world, step)
         rng = rng_for(self.seed, world.incident.id, service, "health", step)
-        # A service that is down fails its readiness probe on every running pod.
-        down = state.health == "down"
-        ready = 0 if down else sum(1 for p in pods if p.status == "Running")
+        # A pod whose container is crash-looping is not ready; the rest serve what the service still serves.
+        ready = sum(1 for p in pods if p.status == "Running")
         image = f"{service}:{self.version(service, step)}"
         lines = [f"deployment {service} image {image} replicas={len(pods)} ready={ready}"]
         for pod in pods:
             age = _age(now - pod.created)
-            status = "Running (not ready)" if down and pod.status == "Running" else pod.status
             last = f" last_termination={pod.last_termination}" if pod.last_termination else ""
-            lines.append(f"  pod {pod.name} pid={pod.pid} status={status} restarts={pod.restarts} age={age}{last}")
+            lines.append(f"  pod {pod.name} pid={pod.pid} status={pod.status} restarts={pod.restarts} age={age}{last}")
         events = self._events(service, step, pods, state)
         lines.append("events (last 15m):" if events else "events (last 15m): none")
         lines += [f"  {_age(now - at)} ago {text}" for at, text in sorted(events, reverse=True)[:6]]
@@ -840,13 +842,12 @@ class Telemetry:
             began = max([clock(world, -fault_lead(incident, fault, index)), *restarted])
             context["held"] = str(max(1, int((now - began).total_seconds() * rng.uniform(0.6, 0.95))))
             context["waiting"] = str(max(1, round(rng.uniform(30, 120) * min(1.0, strength))))
+            context["volume"] = full_volume(world, service)
             reports.append(kind.db_report.get(node.tech) or kind.db_report["*"])
         if not reports:
             state = world.states_at(step)[service]
             busy = min(99, int(12 + state.cpu_pct * 0.6))
-            disk = 40 + int(unit(incident.id, service, "disk") * 38)
-            if world.remedied("expand_volume", service, step) is not None:
-                disk = 30 + int(unit(incident.id, service, "disk2") * 20)
+            disk = _disk_used(world, service, step)
             promoted = world.remedied("failover", service, step) is not None
             role = "primary (promoted by on-call)" if promoted else "primary"
             reports = [
@@ -924,7 +925,9 @@ class Telemetry:
         own_error = source.own_error
         if draw < own_error:
             status = source.failure
-        elif source.minor_error and draw < own_error + source.minor_error * (1.0 - own_error):
+        elif source.minor_error and edge is None and draw < own_error + source.minor_error * (1.0 - own_error):
+            # A red herring's minor fault fails requests no caller sends (its callers do not suffer):
+            # they show where a trace starts at the service, never inside a caller's request.
             status = source.minor_failure
         if depth < TRACE_DEPTH:
             for child in source.node.edges:
@@ -1093,11 +1096,20 @@ class Telemetry:
             if fault.type != "disk_full" or step < -fault_lead(incident, fault, index):
                 continue
             # A full volume pages on disk usage too, with values overlapping a stale log-volume warning's.
-            live = world.fault_runs(fault.service, step)
-            value = round(min(100.0, 84.0 + 16.0 * max((s for _, s in live), default=0.0)), 1)
-            peak = max(value, round(min(100.0, 84.0 + 16.0 * world.strengths(0)[index]), 1))
+            healed = world.healed_at(index)
+
+            def filled(at: int, index: int = index, healed: int | None = healed) -> float:
+                # The volume has room from the minute its fix lands, as the database's diagnostics say.
+                strength = world.strengths(at)[index] if healed is None or at < healed else 0.0
+                return round(min(100.0, 84.0 + 16.0 * strength), 1) if strength > 0.0 else 0.0
+
+            value = filled(step)
+            # The peak since the page never falls; a freed volume reads what the database reports.
+            peak = max(filled(at) for at in range(min(0, step), step + 1))
+            status: Literal["firing", "resolved"] = "firing" if value else "resolved"
+            if not value:
+                value = float(_disk_used(world, fault.service, step))
             since = started - timedelta(minutes=fault_lead(incident, fault, index))
-            status: Literal["firing", "resolved"] = "firing" if live else "resolved"
             alerts.append(_disk_alert(world, fault.service, value, peak, since, status))
         facing = self._facing
         alerts.sort(key=lambda a: (a.status != "firing", a.level != "critical", a.service not in facing, a.service))
@@ -1111,14 +1123,26 @@ _DATA_DIRS = {
 }
 
 
+def full_volume(world: World, service: str) -> str:
+    """The volume of a service that fills: its log volume, or a datastore's data directory. Its page and
+    its database's diagnostics name the same one."""
+    data = _DATA_DIRS.get(world.plan.by_name[service].tech)
+    return data if data and unit(world.incident.id, service, "volume") < 0.5 else "/var/log"
+
+
+def _disk_used(world: World, service: str, step: int) -> int:
+    """A volume's usage in percent when nothing fills it, less once it has been expanded."""
+    if world.remedied("expand_volume", service, step) is not None:
+        return 30 + int(unit(world.incident.id, service, "disk2") * 20)
+    return 40 + int(unit(world.incident.id, service, "disk") * 38)
+
+
 def _disk_alert(
     world: World, service: str, value: float, peak: float, since: datetime, status: Literal["firing", "resolved"],
 ) -> Alert:
-    data = _DATA_DIRS.get(world.plan.by_name[service].tech)
-    path = data if data and unit(world.incident.id, service, "volume") < 0.5 else "/var/log"
     return Alert(
         service=service, signal="disk_pct", level="warning", status=status, value=value, peak=peak,
-        summary=f"disk usage {path} {value:.0f}% (threshold 80%)", since=format_time(since),
+        summary=f"disk usage {full_volume(world, service)} {value:.0f}% (threshold 80%)", since=format_time(since),
     )
 
 
@@ -1233,6 +1257,27 @@ _DATASTORE_WORK: dict[str, tuple[str, ...]] = {
         "INFO background compaction in progress ({int:20:80}% done)",
         "WARN cpu throttled for {int:10:40}% of the last period",
     ),
+}
+# Side work of technologies that keep no data of their own or run no jobs: a proxy rotates and ships
+# its access logs; memcached persists nothing; redis snapshots and rewrites its append-only file.
+_THROTTLED = "WARN cpu throttled for {int:10:40}% of the last period"
+_PROXY_WORK: dict[str, tuple[str, ...]] = {
+    "flaky_errors": (
+        "ERROR access log shipping failed: connection reset by peer host=log-sink.internal",
+        "WARN access log upload to object storage failed: deadline exceeded after {int:1000:5000}ms, will retry",
+    ),
+    "noisy_neighbour": ("INFO access log rotation: compressing {int:2:9} files", _THROTTLED),
+}
+_TECH_WORK: dict[str, dict[str, tuple[str, ...]]] = {
+    "nginx": _PROXY_WORK,
+    "envoy": _PROXY_WORK,
+    "memcached": {
+        "flaky_errors": ("ERROR stats export to metrics sink failed: connection refused host=stats-sink.internal",),
+        "noisy_neighbour": ("INFO slab rebalancer moved {int:2:40} pages between classes", _THROTTLED),
+    },
+    "redis": {
+        "noisy_neighbour": ("INFO Background append only file rewriting started ({int:20:80}% done)", _THROTTLED),
+    },
 }
 
 _REMEDY_LOGS = {

@@ -394,6 +394,14 @@ class _FaultRun:
     relief: tuple[int, int] | None = None
 
     def strength(self, step: int) -> float:
+        return self._course(step, remedied=True)
+
+    def demand(self, step: int) -> float:
+        """The strength of the extra requests the fault brings (its `load`): they come from outside
+        the service, so no remedy of the service ends them; shedding turns them away where they arrive."""
+        return self._course(step, remedied=False)
+
+    def _course(self, step: int, remedied: bool) -> float:
         spec = self.spec
         if step < spec.onset:
             if spec.onset > 0 or step < -self.lead:
@@ -401,6 +409,8 @@ class _FaultRun:
             # Building up before the page.
             return spec.intensity * (step + self.lead + 1) / (self.lead + 1)
         worse = spec.intensify_at is not None and step >= spec.intensify_at
+        if not remedied:
+            return max(spec.intensity, spec.peak) if worse else spec.intensity
         if worse and self.healed_at is not None and self.healed_at <= (spec.intensify_at or 0):
             worse = False
         strength = max(spec.intensity, spec.peak) if worse else spec.intensity
@@ -581,6 +591,10 @@ class World:
             found = self._strengths[key] = tuple(round(run.strength(step), 2) for run in self._runs)
         return found
 
+    def demands(self, step: int) -> tuple[float, ...]:
+        """The strength of every fault's extra requests at a step, which its fix does not end."""
+        return tuple(round(run.demand(step), 2) for run in self._runs if run.kind.load)
+
     def healed_at(self, index: int) -> int | None:
         """The step the fix of the incident's fault `index` took effect (an escalation's a step late)."""
         return self._runs[index].healed_at
@@ -664,7 +678,10 @@ class World:
             if strength > 0.0:
                 live.setdefault(run.spec.service, []).append((run.kind, strength))
         side = _side_effects(self._side, step)
-        load = {name: extra for name, faults in live.items() if (extra := sum(k.load * s for k, s in faults))}
+        load: dict[str, float] = {}
+        for run in self._runs:
+            if run.kind.load and (demand := run.demand(step)) > 0.0:
+                load[run.spec.service] = load.get(run.spec.service, 0.0) + run.kind.load * demand
         shed = {
             name: 1.2 * plan_.healthy_rps[name] * self.capacity(name, step)
             for name, since in self._shed.items() if since <= step
