@@ -450,6 +450,7 @@ def _digest(look: Look) -> str:
     """A neutral digest of what a view showed: counts and values, never a conclusion."""
     lines = look.text.splitlines()
     if look.view == "logs":
+        lines = [line for line in lines if not line.startswith("(")]  # a shipper's note is no log line
         levels = ("CRIT", "PANIC", "FATAL", "ERROR", "WARN")
         seen = [level(line) for line in lines]
         counts = {lvl: seen.count(lvl) for lvl in levels}

@@ -213,3 +213,16 @@ def test_json_schemas_come_from_the_models() -> None:
     assert set(found["action"]["discriminator"]["mapping"]) == set(ACTION_NAMES)
     assert {"inspect_logs", "inspect_metrics", "declare", "restart", "resolve"} <= set(ACTION_NAMES)
     assert "visible_logs" in found["observation"]["$defs"]["Observation"]["properties"]
+
+
+def test_a_log_view_that_received_nothing_counts_no_lines() -> None:
+    """A shipper's backlog note is no log line: the diagnostic counts none."""
+    env = ServiceIncidentEnvironment()
+    for seed in range(40):
+        obs = env.reset(task_id="gen_hard", seed=seed, reward_mode="final")
+        for service in obs.services[:6]:
+            obs = env.step(InspectLogs(target=service))
+            if obs.visible_logs[service].startswith("(no log lines received"):
+                assert obs.last_diagnostic == f"logs of {service}: 0 lines in the last 120 s"
+                return
+    pytest.fail("no empty log view in 40 gen_hard episodes")
