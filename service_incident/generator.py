@@ -24,10 +24,8 @@ from .world import (
     P1_ERROR_RATE,
     P1_LATENCY_MS,
     SEVERITIES,
-    Plan,
     ServiceState,
     World,
-    plan,
     rubric,
 )
 
@@ -160,8 +158,6 @@ def _draw(
     # range from above, too mild from below.
     low, high = knobs.intensity
     candidates = []
-    # The strengths move nothing the plan holds: one for every try.
-    plan_ = plan(draft)
     for _ in range(INTENSITY_TRIES):
         strengths = [round(rng.uniform(low, high), 2) for _ in faults]
         incident = structs.replace(
@@ -171,7 +167,7 @@ def _draw(
                 for f, x in zip(faults, strengths, strict=True)
             ],
         )
-        severity = _recoverable_severity(incident, plan_)
+        severity = _recoverable_severity(incident)
         if severity == wanted:
             return incident
         if severity is not None:
@@ -251,7 +247,7 @@ def _distractions(
     return found
 
 
-def _recoverable_severity(incident: Incident, plan_: Plan) -> Severity | None:
+def _recoverable_severity(incident: Incident) -> Severity | None:
     """The incident's severity if its labels can be recovered from telemetry, else None.
 
     Recoverable: every root cause is paged itself or lies at the end of a trail of blame from a
@@ -259,7 +255,7 @@ def _recoverable_severity(incident: Incident, plan_: Plan) -> Severity | None:
     and the user-facing impact is clear of the rubric's edges. Untouched, the world only changes
     when a fault worsens, so checking those steps covers every step.
     """
-    world = World(incident, known=plan_)
+    world = World(incident)
     states = world.states_at(0)
     if not _traceable(incident, states):
         return None
@@ -272,21 +268,21 @@ def _recoverable_severity(incident: Incident, plan_: Plan) -> Severity | None:
         if any(abs(latency - edge) < LATENCY_MARGIN_MS for edge in (P1_LATENCY_MS, P0_LATENCY_MS)):
             return None
         severities.append(rubric(error_rate, latency, at_risk))
-    if not _fixes_restore(incident, plan_):
+    if not _fixes_restore(incident):
         return None
     # The dearest check last: it simulates the incident once more per fault.
-    if not all(own_impact(incident, i, plan_) for i in range(len(incident.faults))):
+    if not all(own_impact(incident, i) for i in range(len(incident.faults))):
         return None
     return max(severities, key=SEVERITIES.index)
 
 
-def _fixes_restore(incident: Incident, known: Plan | None = None) -> bool:
+def _fixes_restore(incident: Incident) -> bool:
     """Whether every root's fix, applied a step after the page, brings users back even at the faults'
     peak. Only extra requests outlast a fix (no remedy ends demand from outside): an incident without
     them is restored by its fixes by construction, so only one with them is simulated."""
     if not any(FAULTS[f.type].load for f in incident.faults):
         return True
-    world = World(incident, known=known, shared=False)
+    world = World(incident, shared=False)
     world.advance()
     for fault in incident.faults:
         world.remediate(FAULTS[fault.type].fix, fault.service)
@@ -296,13 +292,12 @@ def _fixes_restore(incident: Incident, known: Plan | None = None) -> bool:
     return world.restored()
 
 
-def own_impact(incident: Incident, index: int, known: Plan | None = None) -> bool:
+def own_impact(incident: Incident, index: int) -> bool:
     """Whether fault `index` alone, at the page, moves something an engineer can see: on its service a
     metric beyond noise; on any service that calls it, directly or not, its error rate or p99; or a page
-    that would not fire without it. A root that shows nothing of its own cannot be told from a guess.
-    `known` is the incident's plan, when already at hand."""
+    that would not fire without it. A root that shows nothing of its own cannot be told from a guess."""
     fault = incident.faults[index]
-    alone = World(structs.replace(incident, faults=[fault], distractions=[]), known=known, shared=False)
+    alone = World(structs.replace(incident, faults=[fault], distractions=[]), shared=False)
     sick, calm = alone.states_at(0), alone.plan.calm
     own, before = sick[fault.service], calm[fault.service]
     if (

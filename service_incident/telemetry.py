@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from functools import cache, cached_property, lru_cache
 from typing import Literal
 
-from .faults import CHANGED_FILES, FAULTS, FailureMode, FaultType, changed_files
+from .faults import CHANGED_FILES, FAULTS, PROXY_TECHS, FailureMode, FaultType, changed_files
 from .incidents import Distraction
 from .models import Alert, MetricPoint, Metrics
 from .topology import KINDS, OPERATIONS, PORTS, ROUTINE_BY_TECH
@@ -232,7 +232,6 @@ class _SpanSource:
 
     node: Node
     operations: tuple[str, ...]
-    templated: bool  # whether any operation has fields to draw
     p50_ms: float
     sigma: float
     own_error: float
@@ -893,7 +892,6 @@ class Telemetry:
         return _SpanSource(
             node=node,
             operations=operations,
-            templated=any("{" in op for op in operations),
             p50_ms=state.self_p50_ms,
             sigma=sigma,
             own_error=max(0.0, own_error),
@@ -913,8 +911,7 @@ class Telemetry:
             source = sources[service] = self._span_source(service, states)
         random_ = rng.random
         op = pick(rng, source.operations)
-        if source.templated:
-            op = fill(op, rng, {})
+        op = fill(op, rng, {})
         own = source.p50_ms * math.exp(rng.gauss(0.0, source.sigma))
         index = len(spans)
         spans.append((depth, service, op, 0.0, "ok"))
@@ -1247,6 +1244,7 @@ _EVERYDAY_RATES = {"noisy_neighbour": 0.25, "flaky_errors": 0.2}
 CONFIG_SYNC_MINUTES = (3, 5, 8, 10, 15)
 # A datastore's own side work (no webhooks, exports, reports or reindexing jobs of its own): backups,
 # snapshots, audit streams, compaction.
+_THROTTLED = "WARN cpu throttled for {int:10:40}% of the last period"
 _DATASTORE_WORK: dict[str, tuple[str, ...]] = {
     "flaky_errors": (
         "ERROR backup upload to object storage failed: connection reset by peer bucket=backups-{hex:4}",
@@ -1255,12 +1253,11 @@ _DATASTORE_WORK: dict[str, tuple[str, ...]] = {
     ),
     "noisy_neighbour": (
         "INFO background compaction in progress ({int:20:80}% done)",
-        "WARN cpu throttled for {int:10:40}% of the last period",
+        _THROTTLED,
     ),
 }
 # Side work of technologies that keep no data of their own or run no jobs: a proxy rotates and ships
 # its access logs; memcached persists nothing; redis snapshots and rewrites its append-only file.
-_THROTTLED = "WARN cpu throttled for {int:10:40}% of the last period"
 _PROXY_WORK: dict[str, tuple[str, ...]] = {
     "flaky_errors": (
         "ERROR access log shipping failed: connection reset by peer host=log-sink.internal",
@@ -1269,8 +1266,7 @@ _PROXY_WORK: dict[str, tuple[str, ...]] = {
     "noisy_neighbour": ("INFO access log rotation: compressing {int:2:9} files", _THROTTLED),
 }
 _TECH_WORK: dict[str, dict[str, tuple[str, ...]]] = {
-    "nginx": _PROXY_WORK,
-    "envoy": _PROXY_WORK,
+    **dict.fromkeys(PROXY_TECHS, _PROXY_WORK),
     "memcached": {
         "flaky_errors": ("ERROR stats export to metrics sink failed: connection refused host=stats-sink.internal",),
         "noisy_neighbour": ("INFO slab rebalancer moved {int:2:40} pages between classes", _THROTTLED),

@@ -224,7 +224,6 @@ _Loop = tuple[Node, float, float, float, float, bool, tuple[tuple[Edge, float, f
 class Plan:
     nodes: tuple[Node, ...]  # dependencies first
     by_name: dict[str, Node]
-    capacity_rps: dict[str, float]
     healthy_rps: dict[str, float]
     # Per service, what the simulation loop needs besides the minute: (node, capacity, queueing at its
     # baseline load, queueing at healthy traffic, memory noise, whether it is a system of record, and per
@@ -300,7 +299,7 @@ def _plan_for(incident_id: str, wiring: tuple[tuple[str, str, str, bool, tuple[s
     capacity = {n.name: healthy[n.name] / (max(n.cpu_pct, 5.0) / 100.0) if healthy[n.name] else 1e9 for n in ordered}
     noise = _pack([n.key * _WOBBLE_KEY + channel * _WOBBLE_CHANNEL for n in ordered for channel in (1, 2)])
     loop = tuple(_loop(n, healthy[n.name], capacity[n.name]) for n in ordered)
-    return Plan(ordered, nodes, capacity, healthy, loop, noise)
+    return Plan(ordered, nodes, healthy, loop, noise)
 
 
 def _loop(node: Node, healthy_rps: float, capacity_rps: float) -> _Loop:
@@ -485,19 +484,17 @@ class World:
     _undisrupted: dict[int, dict[str, ServiceState]] = field(default_factory=dict)
     # Faults' strengths by (step, remedies applied): only a remedy changes a fault's course.
     _strengths: dict[tuple[int, int], tuple[float, ...]] = field(default_factory=dict)
-    # The incident's plan when the caller holds it already (the generator's candidates share one).
-    known: InitVar[Plan | None] = None
     # Whether its untouched states go to the store every episode of the incident shares: not for a
     # world no episode plays (a calm world, a fault alone).
     shared: InitVar[bool] = True
 
-    def __post_init__(self, known: Plan | None, shared: bool) -> None:
+    def __post_init__(self, shared: bool) -> None:
         incident = self.incident
-        self.plan = known if known is not None else plan(incident)
+        self.plan = plan(incident)  # cached: every world of one wiring shares it
         if not self.plan.healthy_p99:
             # Placeholders first: the calm world built here shares this plan.
             self.plan.healthy_p99.update({node.name: math.inf for node in self.plan.nodes})
-            calm_world = World(structs.replace(incident, faults=[], distractions=[]), known=self.plan, shared=False)
+            calm_world = World(structs.replace(incident, faults=[], distractions=[]), shared=False)
             calm = calm_world.states_at(0)
             self.plan.healthy_p99.update({name: state.p99_ms for name, state in calm.items()})
             # Its health read no healthy p99, but a calm service is never slow against itself: the same states.
