@@ -194,6 +194,7 @@ def _quotes(cited: str, observed: set[str], numbers: list[tuple[float, bool]]) -
 _RUBRIC = _facts(
     f"{P0_ERROR_RATE:.0%} {P1_ERROR_RATE:.0%} {P0_LATENCY_MS:.0f} ms {P1_LATENCY_MS:.0f} ms", values=False
 )
+_RUBRIC_NUMBERS = _numbers(_RUBRIC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,7 +326,7 @@ def rationale_facts(
     """The distinct facts the rationales cite, those of them seen anywhere (a view, or the rubric),
     and those seen in a view of one of `roots`."""
     cited = {fact for text in rationales for fact in _facts(text, values=False)}
-    seen = {fact for fact in cited if _quotes(fact, _RUBRIC, _numbers(_RUBRIC))}
+    seen = {fact for fact in cited if _quotes(fact, _RUBRIC, _RUBRIC_NUMBERS)}
     of_roots: set[str] = set()
     for shown, text in observed:
         facts = _facts(text, values=True)

@@ -220,8 +220,8 @@ class ExpertAgent:
             if not can_trace and not own_trouble(obs.visible_logs[suspect]):
                 continue
             # Logs shown at reset are no evidence of the investigator's own: confirm in another view.
-            looked_logs = any(r.action == "inspect_logs" and r.target == suspect for r in obs.action_history)
-            if not looked_logs and suspect not in obs.visible_metrics and "inspect_metrics" in obs.available_actions:
+            own_look = ("inspect_logs", suspect) in looked or suspect in obs.visible_metrics
+            if not own_look and "inspect_metrics" in obs.available_actions:
                 return InspectMetrics(target=suspect, rationale=_cite(obs, suspect))
             second = self._second_view(obs, suspect, kinds[suspect])
             if second is not None:
