@@ -55,6 +55,7 @@ run: $(VENV)/.installed
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 # The generated tables of README.md and docs/*.md, rewritten from the definitions.
 docs: $(VENV)/.installed

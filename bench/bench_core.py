@@ -67,7 +67,10 @@ CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time
 
 
 def measure(
-    task_id: str, episodes: int, clock: Callable[[], float], incidents: list[str] | None = None,
+    task_id: str,
+    episodes: int,
+    clock: Callable[[], float],
+    incidents: list[str] | None = None,
     cores: Sequence[Core] = (THIS,),
 ) -> list[tuple[Samples, Samples]]:
     """Per core, every reset and every step the expert takes. Each episode is played by each core in

@@ -32,7 +32,7 @@ from service_incident.client import LocalServer
 RESET = json.dumps({"type": "reset", "data": {"task_id": "gen_expert", "seed": 1}})
 
 # The pipelining clients, in a process of their own so that their own work does not slow the probes.
-LOAD = '''
+LOAD = """
 import asyncio, json, sys, time
 from websockets.asyncio.client import connect
 url, clients, burst, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
@@ -51,7 +51,7 @@ async def main():
     deadline = time.monotonic() + seconds
     print(json.dumps({"frames": sum(await asyncio.gather(*(pipeline(deadline) for _ in range(clients))))}), flush=True)
 asyncio.run(main())
-'''
+"""
 
 
 def percentiles(times: list[float]) -> dict[str, float]:
@@ -106,8 +106,7 @@ async def probe(url: str, seconds: float) -> dict[str, Any]:
 
 
 def row(name: str, figures: dict[str, float]) -> str:
-    return (f"| {name} | {figures['p50']:.1f} | {figures['p99']:.1f} | {figures['max']:.1f} | "
-            f"{figures['n']:,} |")
+    return f"| {name} | {figures['p50']:.1f} | {figures['p99']:.1f} | {figures['max']:.1f} | {figures['n']:,} |"
 
 
 def main() -> None:
@@ -121,9 +120,18 @@ def main() -> None:
     with LocalServer({"max_concurrent_envs": args.clients + 16}) as server:
         idle = asyncio.run(probe(server.base_url, seconds / 3))
         load = subprocess.Popen(
-            [sys.executable, "-c", LOAD, server.base_url.replace("http", "ws") + "/ws", str(args.clients),
-             str(args.burst), str(seconds + 2)],
-            stdout=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-c",
+                LOAD,
+                server.base_url.replace("http", "ws") + "/ws",
+                str(args.clients),
+                str(args.burst),
+                str(seconds + 2),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         try:
             time.sleep(2.0)  # every pipelining session open and busy before the probes start
             loaded = asyncio.run(probe(server.base_url, seconds))
@@ -132,18 +140,22 @@ def main() -> None:
         finally:
             load.wait(timeout=120)
 
-    print(f"\nFairness benchmark, Python {platform.python_version()}, {os.cpu_count()} cores, loopback"
-          f"{' (QUICK: a smoke run, not a measurement)' if args.quick else ''}\n")
+    print(
+        f"\nFairness benchmark, Python {platform.python_version()}, {os.cpu_count()} cores, loopback"
+        f"{' (QUICK: a smoke run, not a measurement)' if args.quick else ''}\n"
+    )
     print("| neighbour's round trip | p50 ms | p99 ms | max ms | samples |\n|---|---|---|---|---|")
     for label, figures in (("idle server", idle), (f"{args.clients} clients pipelining", loaded)):
         print(row(f"WebSocket `state`, {label}", figures["session"]))
         print(row(f"HTTP `/health`, {label}", figures["health"]))
         print(row(f"new client, connect to first reset reply, {label}", figures["newcomer"]))
-    print(textwrap.dedent(f"""
+    print(
+        textwrap.dedent(f"""
         Load: {args.clients} sessions each sending {args.burst} `gen_expert` resets back to back, then
         reading the replies, for {seconds + 2:g} s: {frames:,} frames, {frames / (seconds + 2):,.0f} per second.
         Probes run in the benchmark process, one request at a time each; a new client every second.
-    """).strip())
+    """).strip()
+    )
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ _BLAME_KEYS = ("upstream=", "host=")
 
 # -- pager-only tells -----------------------------------------------------------------------------
 
+
 def first_observation(task_id: str, seed: int, incident_id: str | None = None) -> Observation:
     """What an agent sees at reset: an evaluation incident by id, or a training incident by seed."""
     return ServiceIncidentEnvironment().reset(task_id=task_id, seed=seed, incident_id=incident_id)
@@ -91,8 +92,11 @@ RULES: dict[str, Callable[[Observation], list[str]]] = {
     "first page": lambda o: _paged(o)[:1] or o.services[:1],
     "deepest paged": lambda o: sorted(_paged(o) or o.services, key=lambda s: -_depths(o).get(s, 0))[:1],
     "paged internal, worst ratio": lambda o: sorted(
-        [s for s in _paged(o) if not next(c for c in o.topology if c.name == s).user_facing] or _paged(o)[:1]
-        or o.services[:1], key=lambda s: -_value(o, s))[:1],
+        [s for s in _paged(o) if not next(c for c in o.topology if c.name == s).user_facing]
+        or _paged(o)[:1]
+        or o.services[:1],
+        key=lambda s: -_value(o, s),
+    )[:1],
     "visible service": lambda o: list(o.visible_logs)[:1],
     "blamed in visible logs": lambda o: _blamed(o)[:1] or _paged(o)[:1] or o.services[:1],
     "lowest paged (all of them)": lambda o: _leaves(o) or o.services[:1],
@@ -119,10 +123,20 @@ def features(obs: Observation, service: str) -> list[float]:
     paged = set(_paged(obs))
     callers = [c for c in obs.topology if service in c.depends_on]
     blamed = _blamed(obs)
-    row = [1.0, float(card.user_facing), depth.get(service, 0) / 4, len(card.depends_on) / 4, len(callers) / 4,
-           float(service in obs.visible_logs), blamed.count(service) / 4, float(service in _leaves(obs)),
-           min(since, 60) / 60, _value(obs, service), float(bool(paged & {c.name for c in callers})),
-           float(bool(paged & set(card.depends_on)))]
+    row = [
+        1.0,
+        float(card.user_facing),
+        depth.get(service, 0) / 4,
+        len(card.depends_on) / 4,
+        len(callers) / 4,
+        float(service in obs.visible_logs),
+        blamed.count(service) / 4,
+        float(service in _leaves(obs)),
+        min(since, 60) / 60,
+        _value(obs, service),
+        float(bool(paged & {c.name for c in callers})),
+        float(bool(paged & set(card.depends_on))),
+    ]
     row += [float(card.kind == kind) for kind in _KINDS]
     row += [float(any(a.signal == signal for a in alerts)) for signal in _SIGNALS]
     return row
@@ -192,6 +206,7 @@ def _eval_bytes() -> bytes:
 
 # -- identifiability, audit, tell rates, ladder ----------------------------------------------------
 
+
 def identify(count: int) -> None:
     print(f"\n## Identifiability ({count} training incidents per tier)\n")
     print("| tier | identifiable | (same-fix types allowed) | surviving hypotheses (incidents) |\n|---|---|---|---|")
@@ -207,7 +222,7 @@ def oracle_audit(count: int) -> None:
     names = list(REFERENCE_AGENTS)
     total_steps, found, paid = 0, [], 0
     for index, name in enumerate(names):
-        share = episodes[index::len(names)]
+        share = episodes[index :: len(names)]
         steps, judged, nonzero = audit(share, REFERENCE_AGENTS[name])
         total_steps += steps
         found += judged
@@ -221,8 +236,10 @@ def oracle_audit(count: int) -> None:
 
 def rates(count: int) -> None:
     print(f"\n## Tell rates ({count} training incidents per tier)\n")
-    print("| tier | identical error rate on two services at reset (pages) | (all services' metrics) "
-          "| visible service is a root | roots among services |\n|---|---|---|---|---|")
+    print(
+        "| tier | identical error rate on two services at reset (pages) | (all services' metrics) "
+        "| visible service is a root | roots among services |\n|---|---|---|---|---|"
+    )
     for difficulty in PRESETS:
         same_pages = same_metrics = visible_root = 0
         share = 0.0
@@ -236,8 +253,10 @@ def rates(count: int) -> None:
             roots = {f.service for f in incident.faults}
             visible_root += incident.initial_visible in roots
             share += len(roots) / len(incident.services)
-        print(f"| gen_{difficulty} | {same_pages / count:.1%} | {same_metrics / count:.1%} "
-              f"| {visible_root / count:.1%} | {share / count:.1%} |")
+        print(
+            f"| gen_{difficulty} | {same_pages / count:.1%} | {same_metrics / count:.1%} "
+            f"| {visible_root / count:.1%} | {share / count:.1%} |"
+        )
 
 
 def ladder() -> None:

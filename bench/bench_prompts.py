@@ -41,13 +41,15 @@ class ExpertEndpoint:
         name = self.action["action"]
         arguments = json.dumps({k: v for k, v in self.action.items() if k != "action"})
         if tools:
-            call = SimpleNamespace(id=f"call_{len(messages)}", type="function",
-                                   function=SimpleNamespace(name=name, arguments=arguments))
+            call = SimpleNamespace(
+                id=f"call_{len(messages)}", type="function", function=SimpleNamespace(name=name, arguments=arguments)
+            )
             message = SimpleNamespace(content=None, tool_calls=[call])
         else:
             message = SimpleNamespace(content=json.dumps(self.action), tool_calls=None)
-        return SimpleNamespace(choices=[SimpleNamespace(message=message)],
-                               usage=SimpleNamespace(prompt_tokens=sent, completion_tokens=0))
+        return SimpleNamespace(
+            choices=[SimpleNamespace(message=message)], usage=SimpleNamespace(prompt_tokens=sent, completion_tokens=0)
+        )
 
     async def close(self) -> None:
         pass
@@ -93,8 +95,10 @@ def main() -> None:
             assert not any(r.error for r in records), [r.error for r in records if r.error][:3]
             summary = report.summarize(records)
             calls = statistics.fmean(r.steps for r in records)
-            print(f"| {mode} | {reply} | {summary.prompt_tokens:,.0f} | {calls:.1f} | "
-                  f"{statistics.fmean(last_added):,.0f} |")
+            print(
+                f"| {mode} | {reply} | {summary.prompt_tokens:,.0f} | {calls:.1f} | "
+                f"{statistics.fmean(last_added):,.0f} |"
+            )
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ WARM_UP = 50  # untimed steps before each timed sequence
 ROUNDS = 5
 
 # The stock load generator: the stock async EnvClient, as openenv-wire.md section 11 writes it.
-STOCK_LOAD = '''
+STOCK_LOAD = """
 import asyncio, json, sys, time
 from openenv.core import EnvClient
 from openenv.core.client_types import StepResult
@@ -111,10 +111,10 @@ for line in sys.stdin:
     mode, *args = line.split()
     run = sequential(int(args[0])) if mode == "sequential" else throughput(int(args[0]), float(args[1]))
     print(json.dumps(asyncio.run(run)), flush=True)
-'''
+"""
 
 # The floor: a bare websockets server that answers every frame with canned bytes.
-FLOOR_SERVER = '''
+FLOOR_SERVER = """
 import asyncio, socket, sys
 from websockets.asyncio.server import serve
 reply = "x" * int(sys.argv[2])
@@ -125,7 +125,7 @@ async def main():
     async with serve(answer, sock=socket.socket(fileno=int(sys.argv[1])), compression=None, max_size=None):
         await asyncio.Future()
 asyncio.run(main())
-'''
+"""
 
 
 def cpu_s(pid: int) -> float:
@@ -146,8 +146,13 @@ class StockLoad:
     interleaved with ours instead of paying a 3 s import each time."""
 
     def __init__(self, stock_dir: Path, url: str) -> None:
-        self.process = subprocess.Popen([str(STOCK_PYTHON), "-c", STOCK_LOAD, url], cwd=STOCK_DIR, text=True,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.process = subprocess.Popen(
+            [str(STOCK_PYTHON), "-c", STOCK_LOAD, url],
+            cwd=STOCK_DIR,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
 
     def run(self, command: str) -> dict[str, Any]:
         assert self.process.stdin is not None and self.process.stdout is not None
@@ -170,8 +175,11 @@ class StockLoad:
 def policy(observation: Observation) -> list[Action]:
     """A fixed, full-length episode: look at everything, then declare."""
     services = observation.services
-    return [*(InspectLogs(target=s) for s in services), *(InspectMetrics(target=s) for s in services),
-            Declare(target=services[0], severity="P1")]
+    return [
+        *(InspectLogs(target=s) for s in services),
+        *(InspectMetrics(target=s) for s in services),
+        Declare(target=services[0], severity="P1"),
+    ]
 
 
 async def our_sequential(url: str, steps: int) -> dict[str, list[float]]:
@@ -304,8 +312,12 @@ async def idle_sessions(url: str, pid: int, count: int) -> dict[str, Any]:
     states = await asyncio.gather(*(c.state() for c in clients), return_exceptions=True)
     errors += sum(isinstance(s, BaseException) for s in states)
     await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
-    return {"baseline_kb": baseline, "loaded_kb": loaded, "per_session_kb": (loaded - baseline) / count,
-            "errors": errors}
+    return {
+        "baseline_kb": baseline,
+        "loaded_kb": loaded,
+        "per_session_kb": (loaded - baseline) / count,
+        "errors": errors,
+    }
 
 
 def http_steps(url: str, requests: int, body: bytes, reset_body: bytes | None, episode: int) -> float:
@@ -375,10 +387,12 @@ def main() -> None:
         assert ours.process is not None
         pid, url = ours.process.pid, ours.base_url
         frame_bytes = asyncio.run(step_frame_bytes(url))
-        floor_url, _ = running.enter_context(process_on_socket(
-            [sys.executable, "-c", FLOOR_SERVER, "{fd}", str(frame_bytes)], ready_path=None))
-        stock_url, stock_server = running.enter_context(process_on_socket(
-            stock_command, cwd=STOCK_DIR, env={"MAX_CONCURRENT_ENVS": "300"}))
+        floor_url, _ = running.enter_context(
+            process_on_socket([sys.executable, "-c", FLOOR_SERVER, "{fd}", str(frame_bytes)], ready_path=None)
+        )
+        stock_url, stock_server = running.enter_context(
+            process_on_socket(stock_command, cwd=STOCK_DIR, env={"MAX_CONCURRENT_ENVS": "300"})
+        )
         stock = StockLoad(STOCK_DIR, stock_url)
         running.callback(stock.close)
 
@@ -394,55 +408,89 @@ def main() -> None:
             stock_tp[n] = measured(stock_server.pid, lambda n=n: stock.run(f"throughput {n} {seconds}"))
         bare_tp = measured(pid, lambda: asyncio.run(our_throughput(url, 256, seconds, transport_only=True)))
         memory = asyncio.run(idle_sessions(url, pid, IDLE_SESSIONS))
-        ours_http = http_steps(url, http_requests, b'{"action": "inspect_logs", "target": "db"}',
-                               b'{"task_id": "hard"}', episode=6)
+        ours_http = http_steps(
+            url, http_requests, b'{"action": "inspect_logs", "target": "db"}', b'{"task_id": "hard"}', episode=6
+        )
         stock_http = http_steps(stock_url, http_requests, b'{"action": {"message": "hello"}}', None, episode=0)
 
     # Ratios of medians: on a shared machine a few stalls of milliseconds move a mean more than the stack does.
     alone = environment_alone(steps)
-    mid = {name: statistics.median(seq[key]) for name, key in
-           (("ours", "step"), ("bare", "transport"), ("stock", "stock"), ("floor", "floor"))}
+    mid = {
+        name: statistics.median(seq[key])
+        for name, key in (("ours", "step"), ("bare", "transport"), ("stock", "stock"), ("floor", "floor"))
+    }
     rows = [
-        ("(a) step round trip, ours (full env, hard task)", micros(seq["step"]),
-         f"{mid['ours'] / mid['stock']:.2f}x stock (target ≤ 0.5x: {verdict(mid['ours'] <= 0.5 * mid['stock'])}), "
-         f"{mid['ours'] / mid['floor']:.2f}x floor (target ≤ 1.5x: {verdict(mid['ours'] <= 1.5 * mid['floor'])})"),
-        ("(a) step round trip, ours, transport only (env answers in < 1 µs)", micros(seq["transport"]),
-         f"{mid['bare'] / mid['stock']:.2f}x stock, {mid['bare'] / mid['floor']:.2f}x floor"),
+        (
+            "(a) step round trip, ours (full env, hard task)",
+            micros(seq["step"]),
+            f"{mid['ours'] / mid['stock']:.2f}x stock (target ≤ 0.5x: {verdict(mid['ours'] <= 0.5 * mid['stock'])}), "
+            f"{mid['ours'] / mid['floor']:.2f}x floor (target ≤ 1.5x: {verdict(mid['ours'] <= 1.5 * mid['floor'])})",
+        ),
+        (
+            "(a) step round trip, ours, transport only (env answers in < 1 µs)",
+            micros(seq["transport"]),
+            f"{mid['bare'] / mid['stock']:.2f}x stock, {mid['bare'] / mid['floor']:.2f}x floor",
+        ),
         ("(a) reset round trip, ours (full env, hard task)", micros(seq["reset"]), ""),
-        ("(a) the environment alone, in process: step / reset",
-         f"{statistics.fmean(alone['step']) * 1e6:.0f} / {statistics.fmean(alone['reset']) * 1e6:.0f} µs",
-         "what the full-env rows spend in the core"),
+        (
+            "(a) the environment alone, in process: step / reset",
+            f"{statistics.fmean(alone['step']) * 1e6:.0f} / {statistics.fmean(alone['reset']) * 1e6:.0f} µs",
+            "what the full-env rows spend in the core",
+        ),
         ("(a) step round trip, stock OpenEnv 0.10.0 (echo env)", micros(seq["stock"]), ""),
         (f"(a) raw websockets floor ({frame_bytes} B reply)", micros(seq["floor"]), ""),
     ]
     for n in CONCURRENCY:
         o, s = ours_tp[n], stock_tp[n]
         target = f"; target ≥ 3x: {verdict(rate(o) >= 3 * rate(s))}" if n == 256 else ""
-        rows.append((f"(b) {n} sessions, steps/s ours / stock", f"{rate(o):,.0f} / {rate(s):,.0f}",
-                     f"{rate(o) / rate(s):.2f}x; server CPU/step {o['server_cpu_us']:.0f} / "
-                     f"{s['server_cpu_us']:.0f} µs; errors {o['errors']} / {s['errors']}{target}"))
-    rows.append(("(b) 256 sessions, ours, transport only", f"{rate(bare_tp):,.0f}",
-                 f"{rate(bare_tp) / rate(stock_tp[256]):.2f}x stock; server CPU/step "
-                 f"{bare_tp['server_cpu_us']:.0f} µs; errors {bare_tp['errors']}"))
-    rows.append((f"(c) our server RSS per idle session, {IDLE_SESSIONS} sessions",
-                 f"{memory['per_session_kb']:.1f} KB",
-                 f"RSS {memory['baseline_kb'] / 1024:.0f} -> {memory['loaded_kb'] / 1024:.0f} MB; errors "
-                 f"{memory['errors']} (≤ 50 KB: {verdict(memory['per_session_kb'] <= 50)}; "
-                 f"0 errors: {verdict(memory['errors'] == 0)})"))
-    rows.append(("(d) HTTP POST /step, req/s ours / stock", f"{ours_http:,.0f} / {stock_http:,.0f}",
-                 f"{ours_http / stock_http:.1f}x"))
+        rows.append(
+            (
+                f"(b) {n} sessions, steps/s ours / stock",
+                f"{rate(o):,.0f} / {rate(s):,.0f}",
+                f"{rate(o) / rate(s):.2f}x; server CPU/step {o['server_cpu_us']:.0f} / "
+                f"{s['server_cpu_us']:.0f} µs; errors {o['errors']} / {s['errors']}{target}",
+            )
+        )
+    rows.append(
+        (
+            "(b) 256 sessions, ours, transport only",
+            f"{rate(bare_tp):,.0f}",
+            f"{rate(bare_tp) / rate(stock_tp[256]):.2f}x stock; server CPU/step "
+            f"{bare_tp['server_cpu_us']:.0f} µs; errors {bare_tp['errors']}",
+        )
+    )
+    rows.append(
+        (
+            f"(c) our server RSS per idle session, {IDLE_SESSIONS} sessions",
+            f"{memory['per_session_kb']:.1f} KB",
+            f"RSS {memory['baseline_kb'] / 1024:.0f} -> {memory['loaded_kb'] / 1024:.0f} MB; errors "
+            f"{memory['errors']} (≤ 50 KB: {verdict(memory['per_session_kb'] <= 50)}; "
+            f"0 errors: {verdict(memory['errors'] == 0)})",
+        )
+    )
+    rows.append(
+        (
+            "(d) HTTP POST /step, req/s ours / stock",
+            f"{ours_http:,.0f} / {stock_http:,.0f}",
+            f"{ours_http / stock_http:.1f}x",
+        )
+    )
 
-    print(f"\nTransport benchmark, Python {platform.python_version()}, {os.cpu_count()} cores, loopback"
-          f"{' (QUICK: a smoke run, not a measurement)' if args.quick else ''}\n")
+    print(
+        f"\nTransport benchmark, Python {platform.python_version()}, {os.cpu_count()} cores, loopback"
+        f"{' (QUICK: a smoke run, not a measurement)' if args.quick else ''}\n"
+    )
     print("| measure | result | vs target |\n|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
-    print(textwrap.dedent(f"""
+    print(
+        textwrap.dedent(f"""
         Round trips: mean (p50, p99) of {steps} sequential steps per stack, in {ROUNDS} alternating rounds after
         {WARM_UP} warm-up steps each; ratios are of medians. Throughput: {seconds:g} s per row, ours and stock back
         to back, all sessions in one asyncio load-generator process; our sessions play whole hard-task episodes
         (a reset every 7 calls, timed but not counted as a step); stock runs the section-11 echo env.
-    """).strip())
+    """).strip()
+    )
 
 
 if __name__ == "__main__":

@@ -40,11 +40,16 @@ class RandomValidPlayer:
         rationale = f"look {rng.randrange(100)}" if rng.random() < 0.9 else None
         if action_type is Declare:
             extra = rng.sample(services, rng.randint(0, min(2, len(services))))
-            return Declare(target=rng.choice(services), severity=rng.choice(("P0", "P1", "P2")),
-                           additional_targets=extra, rationale=rationale)
+            return Declare(
+                target=rng.choice(services),
+                severity=rng.choice(("P0", "P1", "P2")),
+                additional_targets=extra,
+                rationale=rationale,
+            )
         if action_type is DeclareRootCauses:
-            return DeclareRootCauses(targets=rng.sample(services, rng.randint(1, min(3, len(services)))),
-                                     rationale=rationale)
+            return DeclareRootCauses(
+                targets=rng.sample(services, rng.randint(1, min(3, len(services)))), rationale=rationale
+            )
         if action_type is Resolve:
             return Resolve(target=rng.choice([None, *services]), rationale=rationale)
         return action_type(target=rng.choice(services), rationale=rationale)  # type: ignore[call-arg]
@@ -59,8 +64,7 @@ def players(seed: int) -> dict[str, Agent]:
 def play(env: ServiceIncidentEnvironment, digest: hashlib._Hash, task_id: str, seed: int, incident: str | None) -> None:
     for name, agent in players(seed).items():
         mode = "dense" if (seed + len(name)) % 2 else "final"
-        obs = env.reset(task_id=task_id, seed=seed, incident_id=incident, episode_id=f"{name}-{seed}",
-                        reward_mode=mode)  # type: ignore[arg-type]
+        obs = env.reset(task_id=task_id, seed=seed, incident_id=incident, episode_id=f"{name}-{seed}", reward_mode=mode)  # type: ignore[arg-type]
         digest.update(_encoder.encode(obs))
         while not obs.done:
             obs = env.step(agent.act(obs))

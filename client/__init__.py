@@ -1,11 +1,11 @@
 """The Service Incident client: `ServiceIncidentEnv`, a typed OpenEnv `EnvClient` for this environment.
 
-    async with ServiceIncidentEnv("http://127.0.0.1:8000") as env:
-        result = await env.reset(task_id="easy", seed=7)
-        result = await env.step(InspectLogs(target="db"))
+async with ServiceIncidentEnv("http://127.0.0.1:8000") as env:
+    result = await env.reset(task_id="easy", seed=7)
+    result = await env.step(InspectLogs(target="db"))
 
-    with ServiceIncidentEnv.launch().sync() as env:      # own server process on a free port
-        env.reset()
+with ServiceIncidentEnv.launch().sync() as env:      # own server process on a free port
+    env.reset()
 """
 
 from __future__ import annotations
@@ -77,8 +77,9 @@ class ServiceIncidentEnv(EnvClient[Action, Observation, State]):
         reward_mode: RewardMode = "final",
     ) -> StepResult[Observation]:
         """Start an episode: the fields of `service_incident.models.ResetRequest`."""
-        request = ResetRequest(task_id=task_id, seed=seed, incident_id=incident_id, episode_id=episode_id,
-                               reward_mode=reward_mode)
+        request = ResetRequest(
+            task_id=task_id, seed=seed, incident_id=incident_id, episode_id=episode_id, reward_mode=reward_mode
+        )
         return await self._reset(request)
 
     def _parse_result(self, result: StepResult[Observation]) -> StepResult[Observation]:

@@ -117,7 +117,7 @@ def ws_url(base_url: str) -> str:
     url = base_url.rstrip("/")
     for http, ws in (("http://", "ws://"), ("https://", "wss://")):
         if url.startswith(http):
-            return ws + url[len(http):] + "/ws"
+            return ws + url[len(http) :] + "/ws"
     if url.startswith(("ws://", "wss://")):
         return url + "/ws"
     return f"ws://{url}/ws"

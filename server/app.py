@@ -47,11 +47,22 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
     settings = settings or Settings.load()
     new_env = environments(settings.holdout_key)
     registry = SessionRegistry(settings.max_concurrent_envs, settings.session_idle_timeout_s, clock, new_env)
-    episodes = EpisodeStore(settings.http_max_episodes, settings.http_max_episodes_per_client,
-                            settings.http_episode_idle_timeout_s, clock, new_env)
+    episodes = EpisodeStore(
+        settings.http_max_episodes,
+        settings.http_max_episodes_per_client,
+        settings.http_episode_idle_timeout_s,
+        clock,
+        new_env,
+    )
     api = HttpApi(episodes, registry, _implicit_policy(settings), settings.holdout_key)
-    mcp = McpEndpoint(api.openenv_mcp, settings.http_max_episodes, settings.http_episode_idle_timeout_s, clock,
-                      settings.http_max_body_bytes, new_env)
+    mcp = McpEndpoint(
+        api.openenv_mcp,
+        settings.http_max_episodes,
+        settings.http_episode_idle_timeout_s,
+        clock,
+        settings.http_max_body_bytes,
+        new_env,
+    )
     interval = min(settings.session_idle_timeout_s, settings.http_episode_idle_timeout_s) / 4
     interval = min(max(interval, _REAP_MIN_S), _REAP_MAX_S)
 
@@ -83,8 +94,12 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
     ]
     if settings.results_dir is not None:
         routes.append(Mount("/results", ResultFiles(directory=settings.results_dir)))
-    guard = Middleware(RequestGuard, origins=origins, max_body_bytes=settings.http_max_body_bytes,
-                       body_timeout_s=settings.http_timeout_s)
+    guard = Middleware(
+        RequestGuard,
+        origins=origins,
+        max_body_bytes=settings.http_max_body_bytes,
+        body_timeout_s=settings.http_timeout_s,
+    )
     return Starlette(routes=routes, middleware=[guard], exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)
 
 
@@ -107,8 +122,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", help="interface to bind (HOST; default 127.0.0.1, use 0.0.0.0 in a container)")
     parser.add_argument("--port", type=int, help="port to bind (PORT; default 8000)")
     parser.add_argument("--fd", type=int, help="serve on this already-bound socket (used by LocalServer)")
-    parser.add_argument("--exit-with-stdin", action="store_true",
-                        help="stop when standard input closes: the launching process ended, however it ended")
+    parser.add_argument(
+        "--exit-with-stdin",
+        action="store_true",
+        help="stop when standard input closes: the launching process ended, however it ended",
+    )
     args = parser.parse_args(argv)
     overrides = {name: value for name in ("host", "port") if (value := getattr(args, name)) is not None}
     settings = Settings.load(**overrides)

@@ -38,8 +38,7 @@ class OriginPolicy:
         # A proxy may name the public host in X-Forwarded-Host; a page cannot set that header on a
         # WebSocket, nor on a POST without a CORS preflight, which this server never grants.
         netloc = urlsplit(origin).netloc.lower()  # empty for "null" (sandboxed frames, files)
-        return bool(netloc) and netloc in (headers.get("host", "").lower(),
-                                           headers.get("x-forwarded-host", "").lower())
+        return bool(netloc) and netloc in (headers.get("host", "").lower(), headers.get("x-forwarded-host", "").lower())
 
 
 def is_json(content_type: str) -> bool:

@@ -127,8 +127,13 @@ class McpEpisodes:
 
 
 class HttpApi:
-    def __init__(self, episodes: EpisodeStore, sessions: SessionRegistry, implicit: Callable[[Request], bool],
-                 holdout_key: str | None = None) -> None:
+    def __init__(
+        self,
+        episodes: EpisodeStore,
+        sessions: SessionRegistry,
+        implicit: Callable[[Request], bool],
+        holdout_key: str | None = None,
+    ) -> None:
         self.episodes = episodes
         self.sessions = sessions
         self.implicit = implicit
@@ -177,8 +182,11 @@ class HttpApi:
 
     async def health(self, request: Request) -> Response:
         sessions = self.sessions
-        return self._json(ServerHealth(sessions.active, sessions.capacity, len(self.episodes),
-                                       holdout_fingerprint=self.holdout_fingerprint))
+        return self._json(
+            ServerHealth(
+                sessions.active, sessions.capacity, len(self.episodes), holdout_fingerprint=self.holdout_fingerprint
+            )
+        )
 
     async def metadata(self, request: Request) -> Response:
         return Response(self._metadata, media_type=JSON)

@@ -53,7 +53,11 @@ class _Entry:
 
 class EpisodeStore:
     def __init__(
-        self, max_episodes: int, max_per_client: int, idle_timeout_s: float, clock: Clock = time.monotonic,
+        self,
+        max_episodes: int,
+        max_per_client: int,
+        idle_timeout_s: float,
+        clock: Clock = time.monotonic,
         new_env: EnvFactory = ServiceIncidentEnvironment,
     ) -> None:
         self.new_env = new_env

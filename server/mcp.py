@@ -183,8 +183,13 @@ class SessionEpisodes:
     """The episode each MCP session owns: bounded in number (least recently used evicted first) and
     in idle time, like the SDK's sessions themselves."""
 
-    def __init__(self, max_episodes: int, idle_timeout_s: float, clock: Callable[[], float] = time.monotonic,
-                 new_env: EnvFactory = ServiceIncidentEnvironment) -> None:
+    def __init__(
+        self,
+        max_episodes: int,
+        idle_timeout_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        new_env: EnvFactory = ServiceIncidentEnvironment,
+    ) -> None:
         self.max_episodes = max_episodes
         self.idle_timeout_s = idle_timeout_s
         self.clock = clock

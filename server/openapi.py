@@ -24,7 +24,7 @@ _EPISODE_PARAMETER = {
     "in": "header",
     "required": False,
     "description": "The id /reset returned. Without one, the latest episode on a loopback-only server; "
-                   "elsewhere a 400.",
+    "elsewhere a 400.",
     "schema": {"type": "string"},
 }
 
@@ -32,20 +32,36 @@ _GET_EPISODE = [_EPISODE_PARAMETER, {**_EPISODE_PARAMETER, "name": "episode_id",
 
 # (path, method, summary, request body types (any one of them), response type, extra parameters)
 _OPERATIONS: list[tuple[str, str, str, tuple[Any, ...], Any, list[dict[str, Any]]]] = [
-    ("/reset", "post", "Start an HTTP episode; the reply carries its episode_id.", (ResetRequest,),
-     HttpStepPayload, []),
-    ("/step", "post", "Act in an HTTP episode: {\"action\": {...}} or the flat action object.",
-     (StepRequest, Action), HttpStepPayload, [_EPISODE_PARAMETER]),
-    ("/state", "get", "Bookkeeping of an HTTP episode.", (), State,
-     _GET_EPISODE),
+    (
+        "/reset",
+        "post",
+        "Start an HTTP episode; the reply carries its episode_id.",
+        (ResetRequest,),
+        HttpStepPayload,
+        [],
+    ),
+    (
+        "/step",
+        "post",
+        'Act in an HTTP episode: {"action": {...}} or the flat action object.',
+        (StepRequest, Action),
+        HttpStepPayload,
+        [_EPISODE_PARAMETER],
+    ),
+    ("/state", "get", "Bookkeeping of an HTTP episode.", (), State, _GET_EPISODE),
     ("/grade", "get", "Score and breakdown of an HTTP episode: null until it ends.", (), Grade, _GET_EPISODE),
     ("/health", "get", "Liveness and session counts.", (), ServerHealth, []),
     ("/metadata", "get", "Name, description and version of the environment.", (), EnvironmentMetadata, []),
-    ("/schema", "get", "JSON Schemas of action, observation, reset_observation and state.", (),
-     dict[str, Any], []),
+    ("/schema", "get", "JSON Schemas of action, observation, reset_observation and state.", (), dict[str, Any], []),
     ("/tasks", "get", "The task catalogue (no answers).", (), list[Task], []),
-    ("/mcp", "post", "JSON-RPC 2.0: tools/list, tools/call, openenv/session/create|close.", (RpcRequest,),
-     RpcResponse, []),
+    (
+        "/mcp",
+        "post",
+        "JSON-RPC 2.0: tools/list, tools/call, openenv/session/create|close.",
+        (RpcRequest,),
+        RpcResponse,
+        [],
+    ),
 ]
 
 
@@ -65,8 +81,10 @@ def openapi_document() -> dict[str, Any]:
         if bodies:
             choices = [schema_of[id(body)] for body in bodies]
             schema = choices[0] if len(choices) == 1 else {"oneOf": choices}
-            operation["requestBody"] = {"required": path == "/step", "content": {"application/json": {
-                "schema": schema}}}
+            operation["requestBody"] = {
+                "required": path == "/step",
+                "content": {"application/json": {"schema": schema}},
+            }
             if path != "/mcp":
                 operation["responses"]["422"] = _content(schema_of[id(ValidationFailure)], "Invalid request")
         if path in {"/step", "/state", "/grade"}:

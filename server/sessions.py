@@ -42,8 +42,13 @@ class Session:
 
 
 class SessionRegistry:
-    def __init__(self, capacity: int, idle_timeout_s: float, clock: Clock = time.monotonic,
-                 new_env: EnvFactory = ServiceIncidentEnvironment) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        idle_timeout_s: float,
+        clock: Clock = time.monotonic,
+        new_env: EnvFactory = ServiceIncidentEnvironment,
+    ) -> None:
         self.capacity = capacity
         self.idle_timeout_s = idle_timeout_s
         self.clock = clock

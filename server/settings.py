@@ -62,9 +62,7 @@ class Settings(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
         """Defaults, then environment variables, then keyword overrides; all validated."""
         environ = os.environ if environ is None else environ
         raw: dict[str, Any] = {
-            name: _parse_env(environ[name.upper()])
-            for name in cls.__struct_fields__
-            if name.upper() in environ
+            name: _parse_env(environ[name.upper()]) for name in cls.__struct_fields__ if name.upper() in environ
         }
         raw.update(overrides)
         try:
@@ -88,7 +86,6 @@ class Settings(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
             # HTTP episodes and WebSocket sessions live in this process: more workers would split them.
             "workers": 1,
         }
-
 
     @property
     def origins(self) -> frozenset[str]:

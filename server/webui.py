@@ -101,9 +101,11 @@ class ResultFiles(StaticFiles):
         if media_type is None or any(part.startswith(".") for part in name.parts):
             raise HTTPException(404, "not a result file")
         response = await super().get_response(path, scope)
-        response.headers.update({
-            "Content-Type": media_type,
-            "X-Content-Type-Options": "nosniff",
-            "Content-Security-Policy": RESULTS_POLICY,
-        })
+        response.headers.update(
+            {
+                "Content-Type": media_type,
+                "X-Content-Type-Options": "nosniff",
+                "Content-Security-Policy": RESULTS_POLICY,
+            }
+        )
         return response

@@ -40,8 +40,12 @@ _METRICS_TEXT = msgspec.json.Encoder()  # a metrics view as the agent reads it, 
 _NO_EPISODE = "no episode is running: call reset first"
 _EPISODE_OVER = "the episode is over: call reset to start another"
 _VIEW_LABELS = {
-    "logs": "logs", "metrics": "metrics", "health": "health", "deploys": "deploys",
-    "db": "database diagnostics", "traces": "traces",
+    "logs": "logs",
+    "metrics": "metrics",
+    "health": "health",
+    "deploys": "deploys",
+    "db": "database diagnostics",
+    "traces": "traces",
 }
 _DONE_REMEDY = {
     "restart": "Restarted {t}: its pods were replaced.",
@@ -150,8 +154,11 @@ class ServiceIncidentEnvironment:
             f"Paged: {len(telemetry.alerts(0))} alert(s). You can see the logs of {first}. "
             f"Actions: {', '.join(task.actions)}. The episode ends with {' or '.join(task.ends_on)} "
             f"or after {task.max_steps} steps."
-            + (" Every action needs a rationale (credited for citing what you observed)."
-               if task.rationale_required else "")
+            + (
+                " Every action needs a rationale (credited for citing what you observed)."
+                if task.rationale_required
+                else ""
+            )
         )
         return self._observe(brief, reward=0.0)
 
@@ -233,8 +240,10 @@ class ServiceIncidentEnvironment:
             return found
         task = find_task(task_id or DEFAULT_TASK, held_out=keyed)
         if task is None and task_id in HELD_OUT:
-            raise InvalidReset(f"task {task_id!r} is held out: it is offered only where a holdout key is set "
-                               f"(the {KEY_SETTING} setting)")
+            raise InvalidReset(
+                f"task {task_id!r} is held out: it is offered only where a holdout key is set "
+                f"(the {KEY_SETTING} setting)"
+            )
         if task is None:
             offered = [*TASKS, *(HELD_OUT if keyed else ())]
             raise InvalidReset(f"unknown task {task_id!r}; tasks are: {', '.join(offered)}")
@@ -369,8 +378,9 @@ class ServiceIncidentEnvironment:
             declared_severity=episode.declared_severity,
             breakdown=episode.breakdown,
             weights=scoring.WEIGHTS[task.grading],
-            credit=scoring.root_credit(grading=task.grading, roots=world.root_causes, ledger=episode.ledger,
-                                       fixed=fixed),
+            credit=scoring.root_credit(
+                grading=task.grading, roots=world.root_causes, ledger=episode.ledger, fixed=fixed
+            ),
             fixed=fixed,
             restored=restored,
             live=sorted({f.service for f in world.incident.faults if world.fault_runs(f.service, world.step)}),

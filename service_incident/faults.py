@@ -41,10 +41,10 @@ PROXY_TECHS = frozenset(TECHNOLOGIES["gateway"])
 Phrasings = Mapping[str, tuple[tuple[str, ...], ...]]
 
 _EXCEPTION = {
-    "jvm": "ERROR req={hex:8} \"{endpoint}\" status=500 exception=\"{error}\" build={version}",
-    "go": "ERROR req={hex:8} \"{endpoint}\" status=500 panic=\"{error}\" build={version}",
-    "python": "ERROR req={hex:8} \"{endpoint}\" status=500 Traceback: {error} build={version}",
-    "node": "ERROR req={hex:8} \"{endpoint}\" status=500 err=\"{error}\" build={version}",
+    "jvm": 'ERROR req={hex:8} "{endpoint}" status=500 exception="{error}" build={version}',
+    "go": 'ERROR req={hex:8} "{endpoint}" status=500 panic="{error}" build={version}',
+    "python": 'ERROR req={hex:8} "{endpoint}" status=500 Traceback: {error} build={version}',
+    "node": 'ERROR req={hex:8} "{endpoint}" status=500 err="{error}" build={version}',
 }
 
 
@@ -108,26 +108,39 @@ class FaultType:
 # The files a release touched, by runtime, with the runtime's extension: what a release ships.
 SOURCE_EXTENSIONS: Mapping[str, str] = {"jvm": "java", "go": "go", "python": "py", "node": "ts"}
 _PAYLOAD_FILES = {
-    "app": ("api/serializers/order_payload.{ext}, schema/order.json",
-            "models/amount.{ext}, schema/payment_request.json",
-            "handlers/checkout_request.{ext}, api/v2/payload.{ext}"),
+    "app": (
+        "api/serializers/order_payload.{ext}, schema/order.json",
+        "models/amount.{ext}, schema/payment_request.json",
+        "handlers/checkout_request.{ext}, api/v2/payload.{ext}",
+    ),
     "proxy": ("conf.d/upstream_buffers.conf, conf.d/proxy_headers.conf", "routes/body_rewrite.yaml"),
     "*": ("schema/orders.sql, migrations/payload_columns.sql", "config/serialization.conf"),
 }
 _TOKEN_FILES = {
-    "app": ("auth/token_validator.{ext}, auth/claims.{ext}", "middleware/jwt_claims.{ext}",
-            "security/session_token.{ext}, auth/audience.{ext}"),
+    "app": (
+        "auth/token_validator.{ext}, auth/claims.{ext}",
+        "middleware/jwt_claims.{ext}",
+        "security/session_token.{ext}, auth/audience.{ext}",
+    ),
 }
 _CACHE_FILES = {
-    "app": ("cache/session_cache.{ext}, config/cache.yaml", "middleware/response_cache.{ext}",
-            "sessions/store.{ext}, config/sessions.yaml"),
+    "app": (
+        "cache/session_cache.{ext}, config/cache.yaml",
+        "middleware/response_cache.{ext}",
+        "sessions/store.{ext}, config/sessions.yaml",
+    ),
     "proxy": ("conf.d/proxy_cache.conf", "filters/response_cache.yaml"),
     "*": ("config/sessions_keyspace.conf", "config/eviction.conf"),
 }
 _ROUTINE_FILES = {
-    "app": ("build/dependencies.lock", "config/logging.yaml, docs/CHANGELOG.md", "flags/cleanup.{ext}",
-            "retry/policy.{ext}, config/retry.yaml", "db/pool.{ext}, config/datasource.yaml",
-            "metrics/exporter.{ext}"),
+    "app": (
+        "build/dependencies.lock",
+        "config/logging.yaml, docs/CHANGELOG.md",
+        "flags/cleanup.{ext}",
+        "retry/policy.{ext}, config/retry.yaml",
+        "db/pool.{ext}, config/datasource.yaml",
+        "metrics/exporter.{ext}",
+    ),
     "*": ("conf.d/logging.conf", "conf.d/timeouts.conf, conf.d/tls.conf", "config/retry.yaml"),
 }
 
@@ -136,256 +149,550 @@ _ROUTINE_FILES = {
 _OOM = ("OOMKilled", "Container {container} exceeded its memory limit (512Mi) and was killed")
 _BACKOFF = ("BackOff", "Back-off restarting failed container {container}")
 _UNHEALTHY = ("Unhealthy", "Readiness probe failed: HTTP probe failed with statuscode: 503")
-_PROBE_TIMEOUT = ("Unhealthy", "Liveness probe failed: Get \"http://{ip}:8080/healthz\": context deadline exceeded")
+_PROBE_TIMEOUT = ("Unhealthy", 'Liveness probe failed: Get "http://{ip}:8080/healthz": context deadline exceeded')
 
 FAULTS: Mapping[str, FaultType] = {
     fault.name: fault
     for fault in (
         FaultType(
-            "bad_deployment", (*APP_KINDS, "gateway"),
+            "bad_deployment",
+            (*APP_KINDS, "gateway"),
             {
-                **_exceptions({
-                    "jvm": "com.fasterxml.jackson.databind.exc.UnrecognizedPropertyException: amount_minor",
-                    "go": "json: cannot unmarshal string into Go struct field Order.amount of type int64",
-                    "python": "KeyError: 'amount_minor'",
-                    "node": "TypeError: Cannot read properties of undefined (reading 'minor')",
-                }, ("ERROR unhandled exception in request handler build={version} trace_id={hex:16}",)),
-                "*": (("ERROR upstream prematurely closed connection while reading response header build={version}",
-                       "WARN error budget burn rate {int:6:40}x over 5m window"),),
+                **_exceptions(
+                    {
+                        "jvm": "com.fasterxml.jackson.databind.exc.UnrecognizedPropertyException: amount_minor",
+                        "go": "json: cannot unmarshal string into Go struct field Order.amount of type int64",
+                        "python": "KeyError: 'amount_minor'",
+                        "node": "TypeError: Cannot read properties of undefined (reading 'minor')",
+                    },
+                    ("ERROR unhandled exception in request handler build={version} trace_id={hex:16}",),
+                ),
+                "*": (
+                    (
+                        "ERROR upstream prematurely closed connection while reading response header build={version}",
+                        "WARN error budget burn rate {int:6:40}x over 5m window",
+                    ),
+                ),
             },
-            fix="rollback", error_rate=0.55, latency_ms=90, change="deploy {version}: payload schema update",
-            touches=_PAYLOAD_FILES, lead=(1, 6),
+            fix="rollback",
+            error_rate=0.55,
+            latency_ms=90,
+            change="deploy {version}: payload schema update",
+            touches=_PAYLOAD_FILES,
+            lead=(1, 6),
         ),
         FaultType(
-            "canary_misconfiguration", (*APP_KINDS, "gateway"),
-            {"*": (
-                ("WARN req={hex:8} \"{endpoint}\" status=401 pod={canary} err=\"token audience mismatch\"",
-                 "INFO canary {version} receiving {int:9:11}% of traffic"),
-                ("WARN req={hex:8} \"{endpoint}\" status=401 pod={canary} err=\"invalid audience claim\"",
-                 "WARN canary {version} error ratio above stable by {int:8:20} points"),
-            )},
-            fix="rollback", error_rate=0.18, latency_ms=25, failure="rejected",
-            change="canary {version} started at 10% of traffic", lead=(2, 10),
-        ),
-        FaultType(
-            "crash_loop", (*APP_KINDS, "gateway", "cache", "queue"),
+            "canary_misconfiguration",
+            (*APP_KINDS, "gateway"),
             {
-                "app": (("CRIT worker process exited on signal 11 (core dumped)",
-                         "CRIT process exited status=139 after {float:0:3}s uptime"),
-                        ("CRIT fatal error: unexpected signal during runtime execution [signal SIGSEGV]",
-                         "ERROR startup failed: could not load config section \"{pick:limits|routes|flags}\"")),
-                "*": (("CRIT process exited status=139 after {float:0:3}s uptime",
-                       "ERROR startup failed: could not load config section \"{pick:limits|routes|flags}\""),),
+                "*": (
+                    (
+                        'WARN req={hex:8} "{endpoint}" status=401 pod={canary} err="token audience mismatch"',
+                        "INFO canary {version} receiving {int:9:11}% of traffic",
+                    ),
+                    (
+                        'WARN req={hex:8} "{endpoint}" status=401 pod={canary} err="invalid audience claim"',
+                        "WARN canary {version} error ratio above stable by {int:8:20} points",
+                    ),
+                )
             },
-            fix="restart", acceptable=("rollback",), error_rate=0.96, cpu_pct=4, memory_pct=12, health="down",
-            failure="refused", events=(_BACKOFF, _UNHEALTHY), termination="Error (exit code 139)", lead=(1, 4),
+            fix="rollback",
+            error_rate=0.18,
+            latency_ms=25,
+            failure="rejected",
+            change="canary {version} started at 10% of traffic",
+            lead=(2, 10),
         ),
         FaultType(
-            "traffic_spike", (*APP_KINDS, "gateway"),
-            {"*": (
-                ("WARN request queue depth {int:600:2400} exceeds 500; shedding load",
-                 "ERROR req={hex:8} \"{endpoint}\" status=503 err=\"server overloaded, retry later\""),
-                ("WARN accept queue full ({int:300:900} pending); rejecting new connections",
-                 "ERROR req={hex:8} \"{endpoint}\" status=503 err=\"too many requests in flight\""),
-            )},
-            fix="scale_up", acceptable=("shed_load",), relief=("restart",), load=3.5, lead=(2, 8),
-        ),
-        FaultType(
-            "memory_leak", (*APP_KINDS, "gateway", "search"),
+            "crash_loop",
+            (*APP_KINDS, "gateway", "cache", "queue"),
             {
-                "jvm": (("WARN GC pause {float:2:11}s heap={int:95:99}% old_gen={int:96:99}%",
-                         "ERROR java.lang.OutOfMemoryError: Java heap space"),),
-                "go": (("WARN runtime: memory usage {int:480:510}Mi of 512Mi limit, GC cycles {int:30:90}/min",
-                        "ERROR req={hex:8} \"{endpoint}\" status=503 err=\"handler timeout\""),),
-                "python": (("ERROR MemoryError in worker {int:1:8}",
-                            "WARN worker {int:1:8} rss {int:480:510}MB exceeds max, recycling"),),
-                "node": (("ERROR FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory",
-                          "WARN event loop lag {int:400:2000}ms"),),
+                "app": (
+                    (
+                        "CRIT worker process exited on signal 11 (core dumped)",
+                        "CRIT process exited status=139 after {float:0:3}s uptime",
+                    ),
+                    (
+                        "CRIT fatal error: unexpected signal during runtime execution [signal SIGSEGV]",
+                        'ERROR startup failed: could not load config section "{pick:limits|routes|flags}"',
+                    ),
+                ),
+                "*": (
+                    (
+                        "CRIT process exited status=139 after {float:0:3}s uptime",
+                        'ERROR startup failed: could not load config section "{pick:limits|routes|flags}"',
+                    ),
+                ),
+            },
+            fix="restart",
+            acceptable=("rollback",),
+            error_rate=0.96,
+            cpu_pct=4,
+            memory_pct=12,
+            health="down",
+            failure="refused",
+            events=(_BACKOFF, _UNHEALTHY),
+            termination="Error (exit code 139)",
+            lead=(1, 4),
+        ),
+        FaultType(
+            "traffic_spike",
+            (*APP_KINDS, "gateway"),
+            {
+                "*": (
+                    (
+                        "WARN request queue depth {int:600:2400} exceeds 500; shedding load",
+                        'ERROR req={hex:8} "{endpoint}" status=503 err="server overloaded, retry later"',
+                    ),
+                    (
+                        "WARN accept queue full ({int:300:900} pending); rejecting new connections",
+                        'ERROR req={hex:8} "{endpoint}" status=503 err="too many requests in flight"',
+                    ),
+                )
+            },
+            fix="scale_up",
+            acceptable=("shed_load",),
+            relief=("restart",),
+            load=3.5,
+            lead=(2, 8),
+        ),
+        FaultType(
+            "memory_leak",
+            (*APP_KINDS, "gateway", "search"),
+            {
+                "jvm": (
+                    (
+                        "WARN GC pause {float:2:11}s heap={int:95:99}% old_gen={int:96:99}%",
+                        "ERROR java.lang.OutOfMemoryError: Java heap space",
+                    ),
+                ),
+                "go": (
+                    (
+                        "WARN runtime: memory usage {int:480:510}Mi of 512Mi limit, GC cycles {int:30:90}/min",
+                        'ERROR req={hex:8} "{endpoint}" status=503 err="handler timeout"',
+                    ),
+                ),
+                "python": (
+                    (
+                        "ERROR MemoryError in worker {int:1:8}",
+                        "WARN worker {int:1:8} rss {int:480:510}MB exceeds max, recycling",
+                    ),
+                ),
+                "node": (
+                    (
+                        "ERROR FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory",
+                        "WARN event loop lag {int:400:2000}ms",
+                    ),
+                ),
                 "*": (("WARN worker rss {int:480:510}MB, recycling", "ERROR upstream timed out while reading"),),
             },
-            fix="rollback", relief=("restart", "scale_up"), error_rate=0.3, latency_ms=700, cpu_pct=72,
-            memory_pct=98, change="deploy {version}: response cache for sessions", touches=_CACHE_FILES, events=(_OOM,),
-            termination="OOMKilled (exit code 137)", lead=(12, 15),
+            fix="rollback",
+            relief=("restart", "scale_up"),
+            error_rate=0.3,
+            latency_ms=700,
+            cpu_pct=72,
+            memory_pct=98,
+            change="deploy {version}: response cache for sessions",
+            touches=_CACHE_FILES,
+            events=(_OOM,),
+            termination="OOMKilled (exit code 137)",
+            lead=(12, 15),
         ),
         FaultType(
-            "memory_exhaustion", (*APP_KINDS, "gateway", "search"),
-            {"*": (
-                ("WARN working set {int:500:512}Mi of 512Mi limit; requests in flight {int:200:600}",
-                 "ERROR req={hex:8} \"{endpoint}\" status=503 err=\"pod not ready (restarting)\""),
-                ("WARN memory pressure: {int:500:512}Mi of 512Mi used by {int:200:600} concurrent requests",
-                 "ERROR req={hex:8} \"{endpoint}\" status=503 err=\"no ready endpoints\""),
-            )},
-            fix="scale_up", relief=("restart",), error_rate=0.35, latency_ms=300, cpu_pct=60, memory_pct=99,
-            load=0.6, events=(_OOM, _UNHEALTHY), termination="OOMKilled (exit code 137)", lead=(1, 5),
-        ),
-        FaultType(
-            "connection_pool_exhaustion", (*APP_KINDS, "database", "cache"),
+            "memory_exhaustion",
+            (*APP_KINDS, "gateway", "search"),
             {
-                "postgres": (("FATAL remaining connection slots are reserved for non-replication superuser connections",
-                              "FATAL sorry, too many clients already"),),
-                "mysql": (("ERROR 1040 (HY000): Too many connections",
-                           "WARN Aborted connection {int:1000:9999} to db: 'app' (Got timeout reading communication packets)"),),
-                "redis": (("ERROR max number of clients reached",
-                           "WARN connected_clients={int:9990:10000} rejected_connections={int:100:900}"),),
-                "memcached": (("WARN Too many open connections (maxconns {int:1000:1024})",
-                               "ERROR accept(): Too many open files"),),
-                "*": (("CRIT connection pool EXHAUSTED max=100 active=100 waiting={int:300:900}",
-                       "ERROR timeout acquiring connection after {int:1000:3000}ms"),),
+                "*": (
+                    (
+                        "WARN working set {int:500:512}Mi of 512Mi limit; requests in flight {int:200:600}",
+                        'ERROR req={hex:8} "{endpoint}" status=503 err="pod not ready (restarting)"',
+                    ),
+                    (
+                        "WARN memory pressure: {int:500:512}Mi of 512Mi used by {int:200:600} concurrent requests",
+                        'ERROR req={hex:8} "{endpoint}" status=503 err="no ready endpoints"',
+                    ),
+                )
             },
-            fix="restart", acceptable=("scale_up",), error_rate=0.7, latency_ms=1800, cpu_pct=90, memory_pct=80,
-            db_report={"*": "connections: active={max_conn} idle=0 max={max_conn} waiting={int:300:900}; longest wait "
-                            "{float:8:30}s; top client: {client} ({int:60:95} connections, idle in transaction)"},
+            fix="scale_up",
+            relief=("restart",),
+            error_rate=0.35,
+            latency_ms=300,
+            cpu_pct=60,
+            memory_pct=99,
+            load=0.6,
+            events=(_OOM, _UNHEALTHY),
+            termination="OOMKilled (exit code 137)",
+            lead=(1, 5),
         ),
         FaultType(
-            "thread_pool_starvation", (*APP_KINDS, "gateway"),
+            "connection_pool_exhaustion",
+            (*APP_KINDS, "database", "cache"),
             {
-                "jvm": (("WARN HikariPool-1 - Thread starvation or clock leap detected",
-                         "WARN thread pool saturated active=200 max=200 queued={int:200:900}"),),
-                "go": (("WARN goroutines={int:20000:90000} blocked in semacquire",
-                        "WARN handler queue wait {int:900:2000}ms"),),
-                "*": (("WARN {int:900:1024} worker_connections are not enough",
-                       "WARN worker pool saturated, request waited {int:900:2000}ms"),),
+                "postgres": (
+                    (
+                        "FATAL remaining connection slots are reserved for non-replication superuser connections",
+                        "FATAL sorry, too many clients already",
+                    ),
+                ),
+                "mysql": (
+                    (
+                        "ERROR 1040 (HY000): Too many connections",
+                        "WARN Aborted connection {int:1000:9999} to db: 'app' (Got timeout reading communication packets)",
+                    ),
+                ),
+                "redis": (
+                    (
+                        "ERROR max number of clients reached",
+                        "WARN connected_clients={int:9990:10000} rejected_connections={int:100:900}",
+                    ),
+                ),
+                "memcached": (
+                    (
+                        "WARN Too many open connections (maxconns {int:1000:1024})",
+                        "ERROR accept(): Too many open files",
+                    ),
+                ),
+                "*": (
+                    (
+                        "CRIT connection pool EXHAUSTED max=100 active=100 waiting={int:300:900}",
+                        "ERROR timeout acquiring connection after {int:1000:3000}ms",
+                    ),
+                ),
             },
-            fix="restart", acceptable=("scale_up",), error_rate=0.1, latency_ms=600, cpu_pct=40,
-            capacity_loss=0.7, lead=(2, 8),
+            fix="restart",
+            acceptable=("scale_up",),
+            error_rate=0.7,
+            latency_ms=1800,
+            cpu_pct=90,
+            memory_pct=80,
+            db_report={
+                "*": "connections: active={max_conn} idle=0 max={max_conn} waiting={int:300:900}; longest wait "
+                "{float:8:30}s; top client: {client} ({int:60:95} connections, idle in transaction)"
+            },
         ),
         FaultType(
-            "disk_full", ("database", "queue"),
+            "thread_pool_starvation",
+            (*APP_KINDS, "gateway"),
             {
-                "postgres": (("PANIC could not write to file \"pg_wal/xlogtemp.{int:100:999}\": No space left on device",
-                              "ERROR could not extend file \"base/16384/{int:16000:17000}\": No space left on device"),),
-                "mysql": (("ERROR [MY-011086] Disk is full writing './binlog.{int:100:999}' (Errcode: 28 - No space left on device)",
-                           "WARN InnoDB: Waiting for disk space to be freed"),),
-                "kafka": (("ERROR Error while appending records to orders-{int:0:11}: java.io.IOException: No space left on device",
-                           "ERROR Shutdown broker because all log dirs have failed"),),
-                "rabbitmq": (("WARN disk resource limit alarm set on node rabbit@{host}: free disk space {int:10:49}MB",
-                              "WARN publishers blocked: disk alarm in effect"),),
+                "jvm": (
+                    (
+                        "WARN HikariPool-1 - Thread starvation or clock leap detected",
+                        "WARN thread pool saturated active=200 max=200 queued={int:200:900}",
+                    ),
+                ),
+                "go": (
+                    (
+                        "WARN goroutines={int:20000:90000} blocked in semacquire",
+                        "WARN handler queue wait {int:900:2000}ms",
+                    ),
+                ),
+                "*": (
+                    (
+                        "WARN {int:900:1024} worker_connections are not enough",
+                        "WARN worker pool saturated, request waited {int:900:2000}ms",
+                    ),
+                ),
+            },
+            fix="restart",
+            acceptable=("scale_up",),
+            error_rate=0.1,
+            latency_ms=600,
+            cpu_pct=40,
+            capacity_loss=0.7,
+            lead=(2, 8),
+        ),
+        FaultType(
+            "disk_full",
+            ("database", "queue"),
+            {
+                "postgres": (
+                    (
+                        'PANIC could not write to file "pg_wal/xlogtemp.{int:100:999}": No space left on device',
+                        'ERROR could not extend file "base/16384/{int:16000:17000}": No space left on device',
+                    ),
+                ),
+                "mysql": (
+                    (
+                        "ERROR [MY-011086] Disk is full writing './binlog.{int:100:999}' (Errcode: 28 - No space left on device)",
+                        "WARN InnoDB: Waiting for disk space to be freed",
+                    ),
+                ),
+                "kafka": (
+                    (
+                        "ERROR Error while appending records to orders-{int:0:11}: java.io.IOException: No space left on device",
+                        "ERROR Shutdown broker because all log dirs have failed",
+                    ),
+                ),
+                "rabbitmq": (
+                    (
+                        "WARN disk resource limit alarm set on node rabbit@{host}: free disk space {int:10:49}MB",
+                        "WARN publishers blocked: disk alarm in effect",
+                    ),
+                ),
                 "*": (("ERROR write failed: No space left on device",),),
             },
-            fix="expand_volume", acceptable=("scale_up",), error_rate=0.45, latency_ms=400, cpu_pct=70,
-            failure="write", loses_writes=True, lead=(4, 15),
-            db_report={"postgres": "disk: {volume} 100% used (0 B free); WAL {int:40:60}GB; last checkpoint "
-                                   "failed; {int:20:90} transactions aborted in the last minute",
-                       "*": "disk: {volume} 100% used; binlog {int:40:60}GB; {int:20:90} writes failed in the last minute"},
-        ),
-        FaultType(
-            "cache_eviction", ("cache",),
-            {
-                "redis": (("WARN maxmemory reached ({maxmemory}); evicted_keys={int:40000:90000} in last 60s",
-                           "INFO keyspace_hits_ratio=0.{int:20:45}"),),
-                "*": (("WARN evictions={int:40000:90000} in last 60s, limit_maxbytes reached",
-                       "INFO get_hits ratio 0.{int:20:45}"),),
+            fix="expand_volume",
+            acceptable=("scale_up",),
+            error_rate=0.45,
+            latency_ms=400,
+            cpu_pct=70,
+            failure="write",
+            loses_writes=True,
+            lead=(4, 15),
+            db_report={
+                "postgres": "disk: {volume} 100% used (0 B free); WAL {int:40:60}GB; last checkpoint "
+                "failed; {int:20:90} transactions aborted in the last minute",
+                "*": "disk: {volume} 100% used; binlog {int:40:60}GB; {int:20:90} writes failed in the last minute",
             },
-            fix="scale_up", latency_ms=2, cpu_pct=55, memory_pct=99, caller_failure=0.45, failure="rejected", lead=(3, 12),
         ),
         FaultType(
-            "upstream_rate_limit", (*APP_KINDS, "gateway"),
-            {"*": (
-                ("WARN provider responded 429 Too Many Requests retry_after={int:20:120}s",
-                 "WARN retry budget exhausted for {int:20:90} requests to provider"),
-                ("WARN rate limited by partner API (quota {quota}/min), backing off",
-                 "ERROR req={hex:8} \"{endpoint}\" status=503 err=\"provider quota exceeded\""),
-            )},
+            "cache_eviction",
+            ("cache",),
+            {
+                "redis": (
+                    (
+                        "WARN maxmemory reached ({maxmemory}); evicted_keys={int:40000:90000} in last 60s",
+                        "INFO keyspace_hits_ratio=0.{int:20:45}",
+                    ),
+                ),
+                "*": (
+                    (
+                        "WARN evictions={int:40000:90000} in last 60s, limit_maxbytes reached",
+                        "INFO get_hits ratio 0.{int:20:45}",
+                    ),
+                ),
+            },
+            fix="scale_up",
+            latency_ms=2,
+            cpu_pct=55,
+            memory_pct=99,
+            caller_failure=0.45,
+            failure="rejected",
+            lead=(3, 12),
+        ),
+        FaultType(
+            "upstream_rate_limit",
+            (*APP_KINDS, "gateway"),
+            {
+                "*": (
+                    (
+                        "WARN provider responded 429 Too Many Requests retry_after={int:20:120}s",
+                        "WARN retry budget exhausted for {int:20:90} requests to provider",
+                    ),
+                    (
+                        "WARN rate limited by partner API (quota {quota}/min), backing off",
+                        'ERROR req={hex:8} "{endpoint}" status=503 err="provider quota exceeded"',
+                    ),
+                )
+            },
             # Shedding load is for overload: the partner's quota is not raised by sending it less at normal traffic.
-            fix="escalate", error_rate=0.3, latency_ms=500, lead=(2, 8),
+            fix="escalate",
+            error_rate=0.3,
+            latency_ms=500,
+            lead=(2, 8),
         ),
         FaultType(
-            "db_deadlock", ("database",),
+            "db_deadlock",
+            ("database",),
             {
-                "postgres": (("ERROR deadlock detected: process {int:1000:9999} waits for ShareLock on transaction {int:800000:900000}",
-                              "LOG process {int:1000:9999} still waiting for ShareLock on transaction {int:800000:900000} "
-                              "after {int:1000:9000}.{int:100:999} ms"),
-                             ("ERROR deadlock detected",
-                              "LOG CONTEXT: while updating tuple ({int:0:9999},{int:1:60}) "
-                              "in relation \"{pick:orders|inventory|payments}\"")),
-                "mysql": (("ERROR 1213 (40001): Deadlock found when trying to get lock; try restarting transaction",
-                           "WARN Lock wait timeout exceeded; try restarting transaction"),
-                          ("WARN InnoDB: Transactions deadlock detected, dumping detailed information.",
-                           "ERROR 1213 (40001): Deadlock found when trying to get lock; try restarting transaction")),
+                "postgres": (
+                    (
+                        "ERROR deadlock detected: process {int:1000:9999} waits for ShareLock on transaction {int:800000:900000}",
+                        "LOG process {int:1000:9999} still waiting for ShareLock on transaction {int:800000:900000} "
+                        "after {int:1000:9000}.{int:100:999} ms",
+                    ),
+                    (
+                        "ERROR deadlock detected",
+                        "LOG CONTEXT: while updating tuple ({int:0:9999},{int:1:60}) "
+                        'in relation "{pick:orders|inventory|payments}"',
+                    ),
+                ),
+                "mysql": (
+                    (
+                        "ERROR 1213 (40001): Deadlock found when trying to get lock; try restarting transaction",
+                        "WARN Lock wait timeout exceeded; try restarting transaction",
+                    ),
+                    (
+                        "WARN InnoDB: Transactions deadlock detected, dumping detailed information.",
+                        "ERROR 1213 (40001): Deadlock found when trying to get lock; try restarting transaction",
+                    ),
+                ),
             },
-            fix="restart", error_rate=0.45, latency_ms=4000, cpu_pct=70, lead=(2, 6),
+            fix="restart",
+            error_rate=0.45,
+            latency_ms=4000,
+            cpu_pct=70,
+            lead=(2, 6),
             # {held}: how long the oldest waiting transaction has been open, never longer than the fault or the
             # pods that hold it; {waiting} scales with how strongly the fault shows.
-            db_report={"*": "locks: {waiting} sessions waiting on row locks; {int:3:40} deadlocks in the last minute "
-                            "(UPDATE orders / UPDATE inventory, victims rolled back); oldest transaction open {held}s; "
-                            "connections active={int:60:95} max={max_conn}"},
-        ),
-        FaultType(
-            "slow_query", ("database",),
-            {
-                "postgres": (("LOG duration: {int:3000:9000}.{int:100:999} ms statement: SELECT * FROM orders WHERE "
-                              "customer_id = $1 ORDER BY created_at",
-                              "LOG temporary file: path \"base/pgsql_tmp/pgsql_tmp{int:1000:9999}.0\", size {int:100:900}000000"),),
-                "mysql": (("WARN # Query_time: {int:3:9}.{int:100:999} Rows_examined: {int:2:9}000000 SELECT * FROM orders "
-                           "WHERE customer_id = ?",),),
+            db_report={
+                "*": "locks: {waiting} sessions waiting on row locks; {int:3:40} deadlocks in the last minute "
+                "(UPDATE orders / UPDATE inventory, victims rolled back); oldest transaction open {held}s; "
+                "connections active={int:60:95} max={max_conn}"
             },
-            fix="rollback", acceptable=("scale_up",), error_rate=0.25, latency_ms=4000, cpu_pct=86,
-            change="migration {version}: drop index on customer_id", lead=(3, 12),
-            db_report={"*": "slowest statements: SELECT ... WHERE customer_id = ? mean {int:3000:9000}ms "
-                            "calls={int:200:900}/min (full scan, rows={int:2:9}000000); connections active={int:40:80} max={max_conn}"},
         ),
         FaultType(
-            "tls_cert_expired", (*APP_KINDS, "gateway"),
+            "slow_query",
+            ("database",),
             {
-                "nginx": (("ERROR SSL_do_handshake() failed (SSL: error:0A000086:certificate verify failed) while SSL "
-                           "handshaking, server: {host}, notAfter={expired}",),),
-                "envoy": (("WARN TLS error: 268435581:SSL routines:OPENSSL_internal:CERTIFICATE_VERIFY_FAILED server={host}",
-                           "INFO certificate for {host} notAfter={expired}"),),
-                "*": (("ERROR TLS handshake failed: x509: certificate has expired or is not yet valid (notAfter={expired}) "
-                       "server={host}",),
-                      ("WARN {int:40:70}% of TLS handshakes failing over last 5m server={host}",
-                       "ERROR tls: failed to verify certificate: x509: certificate has expired server={host}")),
+                "postgres": (
+                    (
+                        "LOG duration: {int:3000:9000}.{int:100:999} ms statement: SELECT * FROM orders WHERE "
+                        "customer_id = $1 ORDER BY created_at",
+                        'LOG temporary file: path "base/pgsql_tmp/pgsql_tmp{int:1000:9999}.0", size {int:100:900}000000',
+                    ),
+                ),
+                "mysql": (
+                    (
+                        "WARN # Query_time: {int:3:9}.{int:100:999} Rows_examined: {int:2:9}000000 SELECT * FROM orders "
+                        "WHERE customer_id = ?",
+                    ),
+                ),
             },
-            fix="renew_certificate", acceptable=("escalate",), error_rate=0.6, latency_ms=30, failure="refused", lead=(1, 3),
+            fix="rollback",
+            acceptable=("scale_up",),
+            error_rate=0.25,
+            latency_ms=4000,
+            cpu_pct=86,
+            change="migration {version}: drop index on customer_id",
+            lead=(3, 12),
+            db_report={
+                "*": "slowest statements: SELECT ... WHERE customer_id = ? mean {int:3000:9000}ms "
+                "calls={int:200:900}/min (full scan, rows={int:2:9}000000); connections active={int:40:80} max={max_conn}"
+            },
         ),
         FaultType(
-            "null_pointer", APP_KINDS,
+            "tls_cert_expired",
+            (*APP_KINDS, "gateway"),
             {
-                **_exceptions({
-                    "jvm": "java.lang.NullPointerException at TokenValidator.validate(TokenValidator.java:{int:100:200})",
-                    "go": "runtime error: invalid memory address or nil pointer dereference",
-                    "python": "AttributeError: 'NoneType' object has no attribute 'claims'",
-                    "node": "TypeError: Cannot read properties of null (reading 'claims')",
-                }, ("ERROR unhandled exception in request handler build={version} trace_id={hex:16}",)),
+                "nginx": (
+                    (
+                        "ERROR SSL_do_handshake() failed (SSL: error:0A000086:certificate verify failed) while SSL "
+                        "handshaking, server: {host}, notAfter={expired}",
+                    ),
+                ),
+                "envoy": (
+                    (
+                        "WARN TLS error: 268435581:SSL routines:OPENSSL_internal:CERTIFICATE_VERIFY_FAILED server={host}",
+                        "INFO certificate for {host} notAfter={expired}",
+                    ),
+                ),
+                "*": (
+                    (
+                        "ERROR TLS handshake failed: x509: certificate has expired or is not yet valid (notAfter={expired}) "
+                        "server={host}",
+                    ),
+                    (
+                        "WARN {int:40:70}% of TLS handshakes failing over last 5m server={host}",
+                        "ERROR tls: failed to verify certificate: x509: certificate has expired server={host}",
+                    ),
+                ),
             },
-            fix="rollback", error_rate=0.42, latency_ms=15, change="deploy {version}: token validation refactor",
-            touches=_TOKEN_FILES, lead=(1, 6),
+            fix="renew_certificate",
+            acceptable=("escalate",),
+            error_rate=0.6,
+            latency_ms=30,
+            failure="refused",
+            lead=(1, 3),
         ),
         FaultType(
-            "clock_skew", APP_KINDS,
-            {"*": (
-                ("WARN req={hex:8} \"{endpoint}\" status=401 err=\"token used before issued: iat is {int:300:600}s in the future\"",
-                 "WARN chronyd: no selectable sources; system clock offset +{int:300:600}.{int:100:999}s"),
-                ("WARN req={hex:8} \"{endpoint}\" status=401 err=\"jwt not valid yet (nbf)\"",
-                 "WARN ntp: time offset +{int:300:600}s exceeds 1s"),
-            )},
-            fix="restart", error_rate=0.25, latency_ms=20, failure="rejected", lead=(3, 15),
-        ),
-        FaultType(
-            "external_dependency_failure", APP_KINDS,
-            {"*": (
-                ("ERROR provider dial tcp {int:10:250}.{int:0:255}.{int:0:255}.{int:1:250}:636: i/o timeout",
-                 "WARN all {int:2:4} identity backends unreachable"),
-                ("ERROR call to identity provider failed: connect timeout after {int:2000:5000}ms",
-                 "WARN provider health check failing for {int:2:9} minutes"),
-            )},
-            fix="escalate", error_rate=0.85, latency_ms=2400, cpu_pct=20, lead=(1, 6),
-        ),
-        FaultType(
-            "replica_failover", ("cache", "database"),
+            "null_pointer",
+            APP_KINDS,
             {
-                "redis": (("WARN CLUSTERDOWN The cluster is down: failover in progress",
-                           "WARN Connection with master lost; MASTER <-> REPLICA sync aborted"),),
-                "memcached": (("WARN server {int:10:250}.{int:0:255}.{int:0:255}.{int:1:250}:11211 marked dead, "
-                               "rehashing keys",),),
-                "postgres": (("ERROR cannot execute INSERT in a read-only transaction",
-                              "WARN primary unreachable; standby not promoted (promotion pending)"),),
-                "mysql": (("ERROR 1290 (HY000): The MySQL server is running with the --read-only option so it cannot "
-                           "execute this statement",
-                           "WARN replica not promoted: no eligible candidate"),),
+                **_exceptions(
+                    {
+                        "jvm": "java.lang.NullPointerException at TokenValidator.validate(TokenValidator.java:{int:100:200})",
+                        "go": "runtime error: invalid memory address or nil pointer dereference",
+                        "python": "AttributeError: 'NoneType' object has no attribute 'claims'",
+                        "node": "TypeError: Cannot read properties of null (reading 'claims')",
+                    },
+                    ("ERROR unhandled exception in request handler build={version} trace_id={hex:16}",),
+                ),
             },
-            fix="failover", acceptable=("restart",), error_rate=0.45, latency_ms=40, cpu_pct=35, failure="write",
-            loses_writes=True, lead=(1, 4),
+            fix="rollback",
+            error_rate=0.42,
+            latency_ms=15,
+            change="deploy {version}: token validation refactor",
+            touches=_TOKEN_FILES,
+            lead=(1, 6),
+        ),
+        FaultType(
+            "clock_skew",
+            APP_KINDS,
+            {
+                "*": (
+                    (
+                        'WARN req={hex:8} "{endpoint}" status=401 err="token used before issued: iat is {int:300:600}s in the future"',
+                        "WARN chronyd: no selectable sources; system clock offset +{int:300:600}.{int:100:999}s",
+                    ),
+                    (
+                        'WARN req={hex:8} "{endpoint}" status=401 err="jwt not valid yet (nbf)"',
+                        "WARN ntp: time offset +{int:300:600}s exceeds 1s",
+                    ),
+                )
+            },
+            fix="restart",
+            error_rate=0.25,
+            latency_ms=20,
+            failure="rejected",
+            lead=(3, 15),
+        ),
+        FaultType(
+            "external_dependency_failure",
+            APP_KINDS,
+            {
+                "*": (
+                    (
+                        "ERROR provider dial tcp {int:10:250}.{int:0:255}.{int:0:255}.{int:1:250}:636: i/o timeout",
+                        "WARN all {int:2:4} identity backends unreachable",
+                    ),
+                    (
+                        "ERROR call to identity provider failed: connect timeout after {int:2000:5000}ms",
+                        "WARN provider health check failing for {int:2:9} minutes",
+                    ),
+                )
+            },
+            fix="escalate",
+            error_rate=0.85,
+            latency_ms=2400,
+            cpu_pct=20,
+            lead=(1, 6),
+        ),
+        FaultType(
+            "replica_failover",
+            ("cache", "database"),
+            {
+                "redis": (
+                    (
+                        "WARN CLUSTERDOWN The cluster is down: failover in progress",
+                        "WARN Connection with master lost; MASTER <-> REPLICA sync aborted",
+                    ),
+                ),
+                "memcached": (
+                    ("WARN server {int:10:250}.{int:0:255}.{int:0:255}.{int:1:250}:11211 marked dead, rehashing keys",),
+                ),
+                "postgres": (
+                    (
+                        "ERROR cannot execute INSERT in a read-only transaction",
+                        "WARN primary unreachable; standby not promoted (promotion pending)",
+                    ),
+                ),
+                "mysql": (
+                    (
+                        "ERROR 1290 (HY000): The MySQL server is running with the --read-only option so it cannot "
+                        "execute this statement",
+                        "WARN replica not promoted: no eligible candidate",
+                    ),
+                ),
+            },
+            fix="failover",
+            acceptable=("restart",),
+            error_rate=0.45,
+            latency_ms=40,
+            cpu_pct=35,
+            failure="write",
+            loses_writes=True,
+            lead=(1, 4),
             db_report={"*": "replication: role=replica (promotion pending) read_only=on; replicas in sync 0/2"},
         ),
     )
@@ -396,13 +703,15 @@ FAULTS: Mapping[str, FaultType] = {
 # Each with the note its change carries when the note names it (None: a routine change).
 CHANGED_FILES: tuple[tuple[str | None, Mapping[str, tuple[str, ...]]], ...] = (
     *((fault.change.partition(": ")[2], fault.touches) for fault in FAULTS.values() if fault.change and fault.touches),
-    (None, _ROUTINE_FILES), (None, _ROUTINE_FILES),
+    (None, _ROUTINE_FILES),
+    (None, _ROUTINE_FILES),
 )
 
 
 def changed_files(table: Mapping[str, tuple[str, ...]], tech: str, draw: float) -> str:
     """One of a table's file lists for a technology, with its source extension: an application's
     sources, a proxy's configuration, or any other technology's ("*")."""
+
     def among(files: Mapping[str, tuple[str, ...]]) -> tuple[str, ...] | None:
         family = files.get("app") if tech in APP_TECHS else files.get("proxy") if tech in PROXY_TECHS else None
         return files.get(tech) or family or files.get("*")

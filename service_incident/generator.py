@@ -51,7 +51,12 @@ STORES: tuple[tuple[str, str], ...] = (
 )
 MIN_SERVICES, MAX_SERVICES = 3, 15
 DISTRACTIONS: tuple[DistractionKind, ...] = (
-    "noisy_neighbour", "recent_deploy", "misleading_log", "flaky_errors", "stale_alert", "minor_fault",
+    "noisy_neighbour",
+    "recent_deploy",
+    "misleading_log",
+    "flaky_errors",
+    "stale_alert",
+    "minor_fault",
 )
 # A caller's failures to a dependency below this share of its requests are too rare to trace.
 MIN_BLAMED_SHARE = 0.01
@@ -92,11 +97,21 @@ PRESETS: Mapping[str, Knobs] = {
     "easy": Knobs(services=(3, 5), intensity=(0.05, 1.0)),
     "medium": Knobs(services=(5, 8), intensity=(0.05, 0.9), red_herrings=2, intensify=True),
     "hard": Knobs(
-        services=(8, 12), faults=(1, 2), intensity=(0.05, 0.7), red_herrings=3, metrics_lag=1, log_gaps=2,
+        services=(8, 12),
+        faults=(1, 2),
+        intensity=(0.05, 0.7),
+        red_herrings=3,
+        metrics_lag=1,
+        log_gaps=2,
         intensify=True,
     ),
     "expert": Knobs(
-        services=(10, 15), faults=(1, 3), intensity=(0.05, 0.7), red_herrings=5, metrics_lag=1, log_gaps=3,
+        services=(10, 15),
+        faults=(1, 3),
+        intensity=(0.05, 0.7),
+        red_herrings=5,
+        metrics_lag=1,
+        log_gaps=3,
         intensify=True,
     ),
 }
@@ -214,9 +229,7 @@ def _topology(rng: random.Random, count: int) -> list[ServiceSpec]:
     return specs
 
 
-def _distractions(
-    rng: random.Random, count: int, services: list[ServiceSpec], roots: set[str]
-) -> list[Distraction]:
+def _distractions(rng: random.Random, count: int, services: list[ServiceSpec], roots: set[str]) -> list[Distraction]:
     """Real anomalies off the causal story, with strengths and onsets drawn like the faults'. Side work
     (a batch job's CPU, a failing export) runs on any service, so it shows on roots as often as elsewhere;
     a release, a stale warning, a misleading blame or a minor fault lands off the roots."""
@@ -335,6 +348,7 @@ def _callers(incident: Incident, service: str) -> set[str]:
 
 def _traceable(incident: Incident, states: dict[str, ServiceState]) -> bool:
     """Every root is paged itself or reached along failing calls from a paged user-facing service."""
+
     # Only the user-facing services and the roots are asked whether they page.
     def alerted(spec: ServiceSpec) -> bool:
         return any(fired(spec.user_facing, states[spec.name]))

@@ -80,7 +80,12 @@ REWARD_MIN = min(DECLARE_WRONG, RESOLVE_PREMATURE, BUDGET_EXHAUSTED + WASTE_PENA
 WEIGHTS: Mapping[str, Mapping[str, float]] = {
     "triage": {"root_cause": 0.5, "severity": 0.2, "evidence": 0.2, "efficiency": 0.1},
     "response": {
-        "root_cause": 0.3, "remediation": 0.3, "severity": 0.1, "evidence": 0.1, "efficiency": 0.1, "rationale": 0.1,
+        "root_cause": 0.3,
+        "remediation": 0.3,
+        "severity": 0.1,
+        "evidence": 0.1,
+        "efficiency": 0.1,
+        "rationale": 0.1,
     },
     "rca": {"root_cause": 0.4, "remediation": 0.2, "evidence": 0.2, "efficiency": 0.2},
     "generated": {"root_cause": 0.35, "remediation": 0.2, "severity": 0.15, "evidence": 0.15, "efficiency": 0.15},
@@ -112,11 +117,35 @@ _FACT = re.compile(
 )
 # What every log prints whatever the fault (levels, HTTP and SQL verbs, a request served, a health
 # check passed): no facts.
-_GENERIC = frozenset({
-    "CRIT", "CRITICAL", "DEBUG", "ERROR", "FATAL", "INFO", "NOTICE", "TRACE", "WARN", "WARNING",
-    "HTTP", "HTTPS", "POST", "HEAD", "PATCH", "DELETE", "OPTIONS", "SELECT", "INSERT", "UPDATE", "FROM", "WHERE",
-    "200", "status=200", "status=ok",
-})
+_GENERIC = frozenset(
+    {
+        "CRIT",
+        "CRITICAL",
+        "DEBUG",
+        "ERROR",
+        "FATAL",
+        "INFO",
+        "NOTICE",
+        "TRACE",
+        "WARN",
+        "WARNING",
+        "HTTP",
+        "HTTPS",
+        "POST",
+        "HEAD",
+        "PATCH",
+        "DELETE",
+        "OPTIONS",
+        "SELECT",
+        "INSERT",
+        "UPDATE",
+        "FROM",
+        "WHERE",
+        "200",
+        "status=200",
+        "status=ok",
+    }
+)
 _NUMBER = re.compile(r"\d+(?:\.\d+)?%?")
 
 
@@ -191,9 +220,7 @@ def _quotes(cited: str, observed: set[str], numbers: list[tuple[float, bool]]) -
 
 
 # The rubric's thresholds are stated with the task: citing them invents nothing (they earn nothing).
-_RUBRIC = _facts(
-    f"{P0_ERROR_RATE:.0%} {P1_ERROR_RATE:.0%} {P0_LATENCY_MS:.0f} ms {P1_LATENCY_MS:.0f} ms", values=False
-)
+_RUBRIC = _facts(f"{P0_ERROR_RATE:.0%} {P1_ERROR_RATE:.0%} {P0_LATENCY_MS:.0f} ms {P1_LATENCY_MS:.0f} ms", values=False)
 _RUBRIC_NUMBERS = _numbers(_RUBRIC)
 
 
@@ -281,7 +308,8 @@ def judge_remedy(world: World) -> RemedyVerdict:
     for step in range(last.step, last.step + EFFECT_STEPS):
         now, then = world.states_at(step), without.states_at(step)
         eased |= {
-            root for root in world.root_causes
+            root
+            for root in world.root_causes
             if then[root].request_error - now[root].request_error >= EASED_ERROR
             or then[root].p99_ms - now[root].p99_ms >= EASED_P99 * then[root].p99_ms
         }
@@ -338,8 +366,9 @@ def rationale_facts(
     return cited, seen, of_roots
 
 
-def rationale_credit(rationales: Iterable[str], observed: Iterable[tuple[frozenset[str], str]],
-                     roots: frozenset[str]) -> float:
+def rationale_credit(
+    rationales: Iterable[str], observed: Iterable[tuple[frozenset[str], str]], roots: frozenset[str]
+) -> float:
     """Credit for rationales that cite facts the agent saw in a view of one of `roots`; facts never
     seen anywhere (invented) dilute it, true facts from elsewhere do not.
 
@@ -369,8 +398,10 @@ def root_credit(
         }
         for root in sorted(roots)
     }
-    return {root: {part: weights[part] * value for part, value in parts.items() if part in weights}
-            for root, parts in earned.items()}
+    return {
+        root: {part: weights[part] * value for part, value in parts.items() if part in weights}
+        for root, parts in earned.items()
+    }
 
 
 def final_score(
@@ -448,9 +479,8 @@ def postmortem(
             missed[part] = "; ".join(said)
         elif part == "remediation":
             unfixed = sorted(roots - fixed)
-            missed[part] = (
-                f"not fixed: {', '.join(unfixed)} (each root cause is an equal share)"
-                + (f"; faults still live on: {', '.join(live)}" if live else "")
+            missed[part] = f"not fixed: {', '.join(unfixed)} (each root cause is an equal share)" + (
+                f"; faults still live on: {', '.join(live)}" if live else ""
             )
         elif part == "efficiency":
             missed[part] = f"{steps} of {max_steps} steps used" + (
@@ -462,8 +492,11 @@ def postmortem(
                 f"rationales cite {len(of_roots)} distinct fact(s) seen in a view of a root cause named right "
                 f"({RATIONALE_CITES} earn the full credit)"
             ]
-            said += [f"cited but seen in no view (they dilute the credit): {', '.join(sorted(cited - seen))}"] if (
-                cited - seen) else []
+            said += (
+                [f"cited but seen in no view (they dilute the credit): {', '.join(sorted(cited - seen))}"]
+                if (cited - seen)
+                else []
+            )
             said += [] if set(declared) == roots else ["counts in proportion to the root causes named right"]
             missed[part] = "; ".join(said)
     if ledger.waste:
@@ -474,8 +507,13 @@ def postmortem(
     return Postmortem(
         root_causes=[
             RootCause(
-                service=service, fault=fault, fixes=fixes, seen=service in seen, named=service in declared,
-                fixed=service in fixed, credited={part: round(value, 4) for part, value in credit[service].items()},
+                service=service,
+                fault=fault,
+                fixes=fixes,
+                seen=service in seen,
+                named=service in declared,
+                fixed=service in fixed,
+                credited={part: round(value, 4) for part, value in credit[service].items()},
             )
             for service, fault, fixes in faults
         ],

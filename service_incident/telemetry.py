@@ -57,7 +57,10 @@ TRACE_DEPTH = 3
 _POINT_CHANNELS = range(10, 15)
 # A faulty service's own span status by how its requests fail; each wording is shared by several fault types.
 SPAN_STATUS: dict[FailureMode, str] = {
-    "error": "error(500)", "write": "error(500)", "refused": "error(503)", "rejected": "error(rejected)",
+    "error": "error(500)",
+    "write": "error(500)",
+    "refused": "error(503)",
+    "rejected": "error(rejected)",
 }
 
 _FIELD = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
@@ -77,12 +80,24 @@ class AlertRule:
 
 ALERT_RULES: tuple[AlertRule, ...] = (
     # Every failed request counts, rejected credentials (401) as well as server errors: the summary says so.
-    AlertRule("http_5xx_ratio", "user_facing", 0.02, lambda s: s.error_rate,
-              "HTTP error ratio (5xx and 401) {value:.1%} over 1m, peak {peak:.1%} (SLO 99.5%)", critical_at=0.05),
-    AlertRule("error_ratio", "internal", 0.10, lambda s: s.error_rate,
-              "error ratio {value:.1%} over 1m, peak {peak:.1%}"),
-    AlertRule("p99_latency_ms", "user_facing", P1_LATENCY_MS, lambda s: s.p99_ms,
-              "p99 latency {value:.0f} ms over 1m, peak {peak:.0f} ms (objective 800 ms)"),
+    AlertRule(
+        "http_5xx_ratio",
+        "user_facing",
+        0.02,
+        lambda s: s.error_rate,
+        "HTTP error ratio (5xx and 401) {value:.1%} over 1m, peak {peak:.1%} (SLO 99.5%)",
+        critical_at=0.05,
+    ),
+    AlertRule(
+        "error_ratio", "internal", 0.10, lambda s: s.error_rate, "error ratio {value:.1%} over 1m, peak {peak:.1%}"
+    ),
+    AlertRule(
+        "p99_latency_ms",
+        "user_facing",
+        P1_LATENCY_MS,
+        lambda s: s.p99_ms,
+        "p99 latency {value:.0f} ms over 1m, peak {peak:.0f} ms (objective 800 ms)",
+    ),
     AlertRule("cpu_pct", "any", 90.0, lambda s: s.cpu_pct, "CPU {value:.0f}% over 1m, peak {peak:.0f}%"),
     AlertRule("memory_pct", "any", 92.0, lambda s: s.memory_pct, "memory {value:.0f}% of limit, peak {peak:.0f}%"),
 )
@@ -335,7 +350,8 @@ class Telemetry:
         node = world.plan.by_name[service]
         now = clock(world, step)
         rollouts = sorted(
-            e.step for e in world.history
+            e.step
+            for e in world.history
             if e.service == service and e.remedy in ("restart", "rollback") and e.step <= step
         )
         generation = len(rollouts)
@@ -383,7 +399,8 @@ class Telemetry:
                     since = max(clock(world, began), created)
                     until = now if last == step else clock(world, last)
                     restarts = _backoff_restarts(
-                        (until - since).total_seconds() * spread(0.8, 1.0, iid, service, index, "crash"))
+                        (until - since).total_seconds() * spread(0.8, 1.0, iid, service, index, "crash")
+                    )
                 if last is not None and restarts:
                     termination = kind.termination
                     if last == step:
@@ -446,8 +463,9 @@ class Telemetry:
             # before then stay in the window, and nothing of it comes after.
             healed = world.healed_at(index)
             fixed = healed is not None and healed <= step
-            strength = next((s for k, s in world.fault_runs(service, healed if fixed else step)
-                             if k.name == fault.type), 0.0)
+            strength = next(
+                (s for k, s in world.fault_runs(service, healed if fixed else step) if k.name == fault.type), 0.0
+            )
             until = _ms(clock(world, healed)) - 1 if fixed else end_ms
             if strength <= 0.0 or until <= begin_ms:
                 continue
@@ -496,7 +514,8 @@ class Telemetry:
             groups = [([line for line in g[0] if rng.random() < 0.5] or g[0][:1], *g[1:]) for g in groups]
         placed = sorted(
             (lo + int(rng.random() * (hi - lo)), n, template, who)
-            for n, (lines, lo, hi, who) in enumerate(groups) for template in lines
+            for n, (lines, lo, hi, who) in enumerate(groups)
+            for template in lines
         )
         page_ms = _ms(clock(world, 0))
         by_step: dict[int, tuple[list[Pod], list[Pod], str]] = {step: (pods, [], context["version"])}
@@ -515,8 +534,11 @@ class Telemetry:
             pool = crashing if who == _CRASHING else running
             if who in ("", _CRASHING, _KEYED):
                 # A pod writes only while it exists: after it was created and before it was told to stop.
-                choices = [p for p in pool if stops.get(p.name, (moment_ms + 1,))[0] > moment_ms
-                           and _ms(p.created) <= moment_ms]
+                choices = [
+                    p
+                    for p in pool
+                    if stops.get(p.name, (moment_ms + 1,))[0] > moment_ms and _ms(p.created) <= moment_ms
+                ]
                 if who != _CRASHING:
                     # A rolling restart's replacements serve from the moment each took over.
                     choices += [new for when, new in stops.values() if when <= moment_ms and new not in choices]
@@ -675,8 +697,12 @@ class Telemetry:
         if at is None:
             at = self._minutes[minute] = format_time(clock(world, minute))[11:16]
         point = MetricPoint(
-            at, float(round(p99)), significant(min(1.0, error_rate)), float(round(rps, 1)),
-            round(min(100.0, cpu), 1), round(min(100.0, memory), 1),
+            at,
+            float(round(p99)),
+            significant(min(1.0, error_rate)),
+            float(round(rps, 1)),
+            round(min(100.0, cpu), 1),
+            round(min(100.0, memory), 1),
         )
         self._points[(service, minute)] = (states, point)
         return point
@@ -799,8 +825,12 @@ class Telemetry:
             entries.append((older, f"deploy {previous}: {routine}"))
         else:
             entries.append((older, f"deploy {current}: {routine}"))
-            entries.append((older - timedelta(days=spread(3, 20, incident.id, service, "older")),
-                            f"deploy {previous}: routine release by ci-bot{self._files(service, None, 'older')}"))
+            entries.append(
+                (
+                    older - timedelta(days=spread(3, 20, incident.id, service, "older")),
+                    f"deploy {previous}: routine release by ci-bot{self._files(service, None, 'older')}",
+                )
+            )
         entries.sort(reverse=True)
         return "\n".join(f"{format_time(moment)} {text}" for moment, text in entries)
 
@@ -903,8 +933,14 @@ class Telemetry:
         )
 
     def _span(
-        self, service: str, states: dict[str, ServiceState], sources: dict[str, _SpanSource], rng: random.Random,
-        depth: int, spans: list[tuple[int, str, str, float, str]], edge: Edge | None,
+        self,
+        service: str,
+        states: dict[str, ServiceState],
+        sources: dict[str, _SpanSource],
+        rng: random.Random,
+        depth: int,
+        spans: list[tuple[int, str, str, float, str]],
+        edge: Edge | None,
     ) -> tuple[float, str]:
         source = sources.get(service)
         if source is None:
@@ -934,8 +970,10 @@ class Telemetry:
                 total += took
                 if child_status != "ok" and status == "ok" and rng.random() < child.weight:
                     # A caller's span shows what it observed of the call, not why the call failed.
-                    status = "error(upstream timeout)" if child_status in ("timeout", "cancelled") else (
-                        "error(upstream error)"
+                    status = (
+                        "error(upstream timeout)"
+                        if child_status in ("timeout", "cancelled")
+                        else ("error(upstream error)")
                     )
         if edge is not None:
             if total >= edge.deadline_ms:
@@ -1080,10 +1118,14 @@ class Telemetry:
                 critical = rule.critical_at is not None and peak >= rule.critical_at
                 shown = significant if signal.endswith("ratio") else _tenths
                 alert = self._rendered[key] = Alert(
-                    service=service, signal=signal, level="critical" if critical else "warning",
+                    service=service,
+                    signal=signal,
+                    level="critical" if critical else "warning",
                     status="firing" if firing else "resolved",
-                    value=shown(value), peak=shown(peak),
-                    summary=rule.summary.format(value=value, peak=peak), since=self._since(service, signal, began),
+                    value=shown(value),
+                    peak=shown(peak),
+                    summary=rule.summary.format(value=value, peak=peak),
+                    since=self._since(service, signal, began),
                 )
             alerts.append(alert)
         started = parse_time(incident.started_at)
@@ -1115,7 +1157,9 @@ class Telemetry:
 
 # Where a volume fills: the log volume of any service, or a datastore's data directory.
 _DATA_DIRS = {
-    "postgres": "/var/lib/postgresql", "mysql": "/var/lib/mysql", "kafka": "/var/lib/kafka/data",
+    "postgres": "/var/lib/postgresql",
+    "mysql": "/var/lib/mysql",
+    "kafka": "/var/lib/kafka/data",
     "rabbitmq": "/var/lib/rabbitmq/mnesia",
 }
 
@@ -1135,11 +1179,22 @@ def _disk_used(world: World, service: str, step: int) -> int:
 
 
 def _disk_alert(
-    world: World, service: str, value: float, peak: float, since: datetime, status: Literal["firing", "resolved"],
+    world: World,
+    service: str,
+    value: float,
+    peak: float,
+    since: datetime,
+    status: Literal["firing", "resolved"],
 ) -> Alert:
     return Alert(
-        service=service, signal="disk_pct", level="warning", status=status, value=value, peak=peak,
-        summary=f"disk usage {full_volume(world, service)} {value:.0f}% (threshold 80%)", since=format_time(since),
+        service=service,
+        signal="disk_pct",
+        level="warning",
+        status=status,
+        value=value,
+        peak=peak,
+        summary=f"disk usage {full_volume(world, service)} {value:.0f}% (threshold 80%)",
+        since=format_time(since),
     )
 
 
@@ -1208,7 +1263,10 @@ _RENDER: dict[str, Callable[[Telemetry, str, int], str]] = {
 
 # Notes any release carries; a note naming a feature comes with that feature's files (CHANGED_FILES).
 _RELEASE_NOTES = (
-    "dependency updates", "feature flag cleanup", "logging format change", "connection pool settings",
+    "dependency updates",
+    "feature flag cleanup",
+    "logging format change",
+    "connection pool settings",
     "retry policy tuning",
 )
 
@@ -1223,7 +1281,7 @@ _DISTRACTION_LOGS: dict[str, tuple[str, ...]] = {
     "recent_deploy": (),
     "misleading_log": (
         '{level} req={{hex:8}} "{{endpoint}}" status=504 upstream={blamed} err="deadline exceeded after {deadline}ms"',
-        '{level} slow response from upstream={blamed} rt={{int:300:900}}ms, retrying (attempt 2/3)',
+        "{level} slow response from upstream={blamed} rt={{int:300:900}}ms, retrying (attempt 2/3)",
         '{level} req={{hex:8}} "{{endpoint}}" status={status} upstream={blamed} err="{failure}"',
     ),
     "flaky_errors": (

@@ -37,47 +37,83 @@ _HTTP_ROUTINE = (
 
 KINDS: Mapping[str, KindProfile] = {
     "gateway": KindProfile(
-        latency_ms=45, cpu_pct=32, memory_pct=38, process="nginx",
+        latency_ms=45,
+        cpu_pct=32,
+        memory_pct=38,
+        process="nginx",
         routine_logs=(*_HTTP_ROUTINE, "INFO upstream keepalive pool size={int:32:64} idle={int:4:20}"),
         endpoints=("GET /api/catalog", "POST /api/checkout", "GET /api/account", "POST /api/login"),
         routes=True,
     ),
     "web": KindProfile(
-        latency_ms=80, cpu_pct=28, memory_pct=45, process="web-frontend",
-        routine_logs=_HTTP_ROUTINE, endpoints=("GET /", "GET /product/{int:100:999}", "GET /cart"),
+        latency_ms=80,
+        cpu_pct=28,
+        memory_pct=45,
+        process="web-frontend",
+        routine_logs=_HTTP_ROUTINE,
+        endpoints=("GET /", "GET /product/{int:100:999}", "GET /cart"),
     ),
     "auth": KindProfile(
-        latency_ms=60, cpu_pct=30, memory_pct=44, process="auth-api",
+        latency_ms=60,
+        cpu_pct=30,
+        memory_pct=44,
+        process="auth-api",
         routine_logs=(*_HTTP_ROUTINE, "INFO token issued sub=user-{int:1000:99999} ttl=3600s"),
         endpoints=("POST /v1/login", "POST /v1/token/verify", "GET /v1/session"),
     ),
     "payments": KindProfile(
-        latency_ms=140, cpu_pct=26, memory_pct=50, process="payments-api",
+        latency_ms=140,
+        cpu_pct=26,
+        memory_pct=50,
+        process="payments-api",
         routine_logs=(*_HTTP_ROUTINE, "INFO charge captured id=ch_{hex:12} amount={int:5:400}.00 EUR"),
         endpoints=("POST /v1/charges", "POST /v1/refunds", "GET /v1/charges/ch_{hex:8}"),
     ),
     "orders": KindProfile(
-        latency_ms=90, cpu_pct=30, memory_pct=48, process="orders-api",
-        routine_logs=_HTTP_ROUTINE, endpoints=("POST /v1/orders", "GET /v1/orders/{int:1000:9999}"),
+        latency_ms=90,
+        cpu_pct=30,
+        memory_pct=48,
+        process="orders-api",
+        routine_logs=_HTTP_ROUTINE,
+        endpoints=("POST /v1/orders", "GET /v1/orders/{int:1000:9999}"),
     ),
     "checkout": KindProfile(
-        latency_ms=110, cpu_pct=33, memory_pct=47, process="checkout-api",
-        routine_logs=_HTTP_ROUTINE, endpoints=("POST /v1/checkout", "GET /v1/cart/{hex:6}"),
+        latency_ms=110,
+        cpu_pct=33,
+        memory_pct=47,
+        process="checkout-api",
+        routine_logs=_HTTP_ROUTINE,
+        endpoints=("POST /v1/checkout", "GET /v1/cart/{hex:6}"),
     ),
     "inventory": KindProfile(
-        latency_ms=50, cpu_pct=24, memory_pct=42, process="inventory-api",
-        routine_logs=_HTTP_ROUTINE, endpoints=("GET /v1/stock/sku-{int:1000:9999}", "POST /v1/reservations"),
+        latency_ms=50,
+        cpu_pct=24,
+        memory_pct=42,
+        process="inventory-api",
+        routine_logs=_HTTP_ROUTINE,
+        endpoints=("GET /v1/stock/sku-{int:1000:9999}", "POST /v1/reservations"),
     ),
     "app": KindProfile(
-        latency_ms=75, cpu_pct=27, memory_pct=46, process="app-server",
-        routine_logs=_HTTP_ROUTINE, endpoints=("GET /v1/items/{int:100:999}", "POST /v1/jobs"),
+        latency_ms=75,
+        cpu_pct=27,
+        memory_pct=46,
+        process="app-server",
+        routine_logs=_HTTP_ROUTINE,
+        endpoints=("GET /v1/items/{int:100:999}", "POST /v1/jobs"),
     ),
     "search": KindProfile(
-        latency_ms=70, cpu_pct=40, memory_pct=60, process="search-api",
-        routine_logs=_HTTP_ROUTINE, endpoints=("GET /v1/search?q={hex:4}",),
+        latency_ms=70,
+        cpu_pct=40,
+        memory_pct=60,
+        process="search-api",
+        routine_logs=_HTTP_ROUTINE,
+        endpoints=("GET /v1/search?q={hex:4}",),
     ),
     "notifications": KindProfile(
-        latency_ms=85, cpu_pct=20, memory_pct=40, process="notif-worker",
+        latency_ms=85,
+        cpu_pct=20,
+        memory_pct=40,
+        process="notif-worker",
         routine_logs=(
             "INFO delivered message id=msg-{hex:10} channel={pick:email|sms|push} latency={int:40:300}ms",
             "INFO queue depth={int:0:12} consumers={int:4:8}",
@@ -87,7 +123,10 @@ KINDS: Mapping[str, KindProfile] = {
         caller_weight=0.15,
     ),
     "queue": KindProfile(
-        latency_ms=6, cpu_pct=22, memory_pct=52, process="rabbitmq",
+        latency_ms=6,
+        cpu_pct=22,
+        memory_pct=52,
+        process="rabbitmq",
         routine_logs=(
             "INFO accepting AMQP connection <0.{int:100:999}.0> ({int:10:250}.{int:0:9}.{int:0:9}.{int:1:250}:{int:30000:60000})",
             "INFO queue 'events' messages_ready={int:0:40} consumers={int:3:9}",
@@ -95,7 +134,10 @@ KINDS: Mapping[str, KindProfile] = {
         caller_weight=0.2,
     ),
     "cache": KindProfile(
-        latency_ms=2, cpu_pct=14, memory_pct=55, process="redis",
+        latency_ms=2,
+        cpu_pct=14,
+        memory_pct=55,
+        process="redis",
         routine_logs=(
             "INFO DB saved on disk",
             "INFO Background saving started by pid {int:1000:9999}",
@@ -104,16 +146,22 @@ KINDS: Mapping[str, KindProfile] = {
         caller_weight=0.35,
     ),
     "database": KindProfile(
-        latency_ms=9, cpu_pct=31, memory_pct=62, process="postgres",
+        latency_ms=9,
+        cpu_pct=31,
+        memory_pct=62,
+        process="postgres",
         routine_logs=(
             "INFO checkpoint complete: wrote {int:40:400} buffers ({float:0:3}%); {int:0:3} WAL file(s) added",
-            "INFO automatic vacuum of table \"app.public.sessions\": index scans: {int:0:2}",
+            'INFO automatic vacuum of table "app.public.sessions": index scans: {int:0:2}',
             "INFO connections active={int:12:40} idle={int:10:30} max=100",
         ),
     ),
     "external": KindProfile(
-        latency_ms=180, cpu_pct=0, memory_pct=0, process="egress-proxy",
-        routine_logs=('INFO CONNECT provider.example:443 status=200 rt={int:90:260}ms',),
+        latency_ms=180,
+        cpu_pct=0,
+        memory_pct=0,
+        process="egress-proxy",
+        routine_logs=("INFO CONNECT provider.example:443 status=200 rt={int:90:260}ms",),
     ),
 }
 
@@ -143,7 +191,12 @@ ROUTINE_BY_TECH: Mapping[str, tuple[str, ...]] = {
 }
 # The port a service listens on, by technology (caller logs that name a host name its port too).
 PORTS: Mapping[str, int] = {
-    "postgres": 5432, "mysql": 3306, "redis": 6379, "memcached": 11211, "kafka": 9092, "rabbitmq": 5672,
+    "postgres": 5432,
+    "mysql": 3306,
+    "redis": 6379,
+    "memcached": 11211,
+    "kafka": 9092,
+    "rabbitmq": 5672,
 }
 # The operations callers perform on a datastore: (reads, writes).
 OPERATIONS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {

@@ -270,20 +270,26 @@ def _plan_for(incident_id: str, wiring: tuple[tuple[str, str, str, bool, tuple[s
             low = 0.65 if kinds[dep] == "database" else 0.35
             share = 1.0 / len(deps) if profile.routes else edraw.spread(low, 1.0, "share")
             styles = ("named", "named", "host", "endpoint", "bare")
-            edges.append(Edge(
-                dep=dep,
-                share=share,
-                weight=dep_profile.caller_weight * edraw.spread(0.8, 1.0, "weight"),
-                deadline_ms=round(edraw.spread(800, 3000, "deadline"), -2),
-                retries=int(edraw.unit("retries") * 3),
-                breaker=edraw.unit("breaker") < 0.35,
-                style=styles[int(edraw.unit("style") * len(styles))],
-            ))
+            edges.append(
+                Edge(
+                    dep=dep,
+                    share=share,
+                    weight=dep_profile.caller_weight * edraw.spread(0.8, 1.0, "weight"),
+                    deadline_ms=round(edraw.spread(800, 3000, "deadline"), -2),
+                    retries=int(edraw.unit("retries") * 3),
+                    breaker=edraw.unit("breaker") < 0.35,
+                    style=styles[int(edraw.unit("style") * len(styles))],
+                )
+            )
         entry = draw.spread(300, 2500, "rps") if facing and name not in called else 0.0
         if not facing and name not in called:
             entry = draw.spread(5, 60, "rps")
         nodes[name] = Node(
-            name=name, kind=kind, tech=tech, user_facing=facing, edges=tuple(edges),
+            name=name,
+            kind=kind,
+            tech=tech,
+            user_facing=facing,
+            edges=tuple(edges),
             p50_ms=profile.latency_ms * draw.spread(0.6, 1.5, "p50"),
             tail=draw.spread(2.0, 3.5, "tail"),
             cpu_pct=profile.cpu_pct * draw.spread(0.6, 1.4, "cpu"),
@@ -311,7 +317,10 @@ def _loop(node: Node, healthy_rps: float, capacity_rps: float) -> _Loop:
 
 
 def _flow(
-    nodes: tuple[Node, ...], load: dict[str, float], shed: dict[str, float], healthy: dict[str, float] | None = None,
+    nodes: tuple[Node, ...],
+    load: dict[str, float],
+    shed: dict[str, float],
+    healthy: dict[str, float] | None = None,
 ) -> dict[str, float]:
     """Requests per second reaching each service: callers first, each sending its share down.
 
@@ -502,14 +511,17 @@ class World:
         self._cache = _Steps(self._prepage() if shared else {}, self._key)
         self._runs = [
             _FaultRun(
-                spec, FAULTS[spec.type], fault_lead(incident, spec, index),
+                spec,
+                FAULTS[spec.type],
+                fault_lead(incident, spec, index),
                 spread(0.35, 0.6, incident.id, index, "r1"),
             )
             for index, spec in enumerate(incident.faults)
         ]
         self._side = tuple(
             (d, -distraction_onset(incident.id, index), distraction_strength(d, incident.id, index))
-            for index, d in enumerate(incident.distractions) if d.kind in _SIDE_KINDS
+            for index, d in enumerate(incident.distractions)
+            if d.kind in _SIDE_KINDS
         )
 
     @property
@@ -654,9 +666,7 @@ class World:
 
     def data_at_risk(self, through: int) -> bool:
         kinds = {s.name: s.kind for s in self.incident.services}
-        return any(
-            run.kind.data_at_risk(kinds[run.spec.service]) and run.spec.onset <= through for run in self._runs
-        )
+        return any(run.kind.data_at_risk(kinds[run.spec.service]) and run.spec.onset <= through for run in self._runs)
 
     def severity(self, through: int | None = None) -> Severity:
         """The rubric applied to the incident's worst user-facing impact from the page up to step
@@ -681,7 +691,8 @@ class World:
                 load[run.spec.service] = load.get(run.spec.service, 0.0) + run.kind.load * demand
         shed = {
             name: 1.2 * plan_.healthy_rps[name] * self.capacity(name, step)
-            for name, since in self._shed.items() if since <= step
+            for name, since in self._shed.items()
+            if since <= step
         }
         rps = _flow(plan_.nodes, load, shed, plan_.healthy_rps) if load or shed else plan_.healthy_rps
         calm = not load and not shed
@@ -706,8 +717,13 @@ class World:
             faults = live.get(name, ())
             requests = rps[name]
             if (
-                quiet is not None and not faults and requests == healthy_rps[name] and name not in side
-                and name not in restarting and name not in scaled and name not in shed
+                quiet is not None
+                and not faults
+                and requests == healthy_rps[name]
+                and name not in side
+                and name not in restarting
+                and name not in scaled
+                and name not in shed
                 and all(_answers_alike(states[edge.dep], quiet[edge.dep]) for edge, _, _ in edges)
             ):
                 states[name] = quiet[name]
@@ -806,11 +822,24 @@ class World:
             call_failure = error_rate + silent
             # Positional: a Struct built from keywords costs several times as much, once per service per minute.
             states[name] = ServiceState(
-                name, p50, floor if floor > p99 else p99, reported if reported < 1.0 else 1.0, requests,
-                cpu if cpu > 0.5 else 0.5, memory if memory > 1.0 else 1.0,
+                name,
+                p50,
+                floor if floor > p99 else p99,
+                reported if reported < 1.0 else 1.0,
+                requests,
+                cpu if cpu > 0.5 else 0.5,
+                memory if memory > 1.0 else 1.0,
                 health or _health(error_rate, p99, healthy_p99.get(name, p99)),
-                call_failure if call_failure < 1.0 else 1.0, mode, tuple(failing), strength_total,
-                self_p50, self_p99, extra_error, minor_error, minor_mode, request_error,
+                call_failure if call_failure < 1.0 else 1.0,
+                mode,
+                tuple(failing),
+                strength_total,
+                self_p50,
+                self_p99,
+                extra_error,
+                minor_error,
+                minor_mode,
+                request_error,
             )
         return states
 
@@ -818,8 +847,10 @@ class World:
 def _answers_alike(state: ServiceState, other: ServiceState) -> bool:
     """Whether a dependency's callers meet the same calls in both states: all a caller reads of it."""
     return state is other or (
-        state.call_failure == other.call_failure and state.p50_ms == other.p50_ms
-        and state.p99_ms == other.p99_ms and state.mode == other.mode
+        state.call_failure == other.call_failure
+        and state.p50_ms == other.p50_ms
+        and state.p99_ms == other.p99_ms
+        and state.mode == other.mode
     )
 
 
@@ -848,7 +879,8 @@ _SIDE_KINDS = frozenset({"noisy_neighbour", "flaky_errors", "minor_fault"})
 
 
 def _side_effects(
-    side: tuple[tuple[Distraction, int, float], ...], step: int,
+    side: tuple[tuple[Distraction, int, float], ...],
+    step: int,
 ) -> dict[str, tuple[float, float, float, FailureMode]]:
     """CPU and side-path error rates that red herrings add, by service, with a minor fault's share of
     those errors and how its requests fail."""

@@ -27,8 +27,9 @@ OPENENV_PYTHON = Path(os.environ.get("OPENENV_PYTHON", ROOT / ".venv" / "openenv
 
 
 @contextmanager
-def running_server(clock: Clock = time.monotonic, wrap: Callable[[ASGIApp], ASGIApp] = lambda app: app,
-                   **settings: Any) -> Iterator[str]:
+def running_server(
+    clock: Clock = time.monotonic, wrap: Callable[[ASGIApp], ASGIApp] = lambda app: app, **settings: Any
+) -> Iterator[str]:
     """Serve the app with these settings (environment variables ignored), idle deadlines timed by
     `clock` and the app wrapped by `wrap` (a test's recording middleware); yields the base URL."""
     config = Settings.load(environ={}, log_level="warning", **settings)

@@ -37,10 +37,18 @@ def inference_environ(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return environ
 
 
-def run_inference(*args: str, cwd: Path, env: Mapping[str, str] | None = None,
-                  timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(INFERENCE), *args], cwd=cwd, env=inference_environ(env),
-                          capture_output=True, text=True, timeout=timeout, check=False)
+def run_inference(
+    *args: str, cwd: Path, env: Mapping[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(INFERENCE), *args],
+        cwd=cwd,
+        env=inference_environ(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 # --- the stdout contract ----------------------------------------------------------------------
@@ -126,8 +134,12 @@ def failure(status: int) -> Reply:
 
 def _completion(message: dict[str, Any]) -> dict[str, Any]:
     return {
-        "id": "chatcmpl-stub", "object": "chat.completion", "created": 0, "model": "stub-model",
-        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": USAGE,
+        "id": "chatcmpl-stub",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "stub-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": USAGE,
     }
 
 

@@ -24,10 +24,16 @@ _direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 def fresh_copy(destination: Path) -> Path:
     """The files a clone of the working tree would have: tracked ones and new ones not ignored."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT, capture_output=True, check=True,
-    ).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, listed):
         source = ROOT / name
         if source.is_file():
@@ -41,15 +47,31 @@ def environment() -> dict[str, str]:
     """This process's environment without what would steer the commands under test elsewhere."""
     # MAKELEVEL and MAKEFLAGS would make a `make` run by a test (under `make test`) a sub-make, which
     # prints "Entering directory" on stdout.
-    steering = {*CONFIG_VARIABLES, "PYTHONPATH", "VIRTUAL_ENV", "OPENENV_PYTHON", "VENV", "PYTHON", "MAKELEVEL",
-                "MAKEFLAGS", "MFLAGS"}
+    steering = {
+        *CONFIG_VARIABLES,
+        "PYTHONPATH",
+        "VIRTUAL_ENV",
+        "OPENENV_PYTHON",
+        "VENV",
+        "PYTHON",
+        "MAKELEVEL",
+        "MAKEFLAGS",
+        "MFLAGS",
+    }
     return {k: v for k, v in os.environ.items() if k not in steering}
 
 
 def run(command: Sequence[str | Path], *, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run to completion; fail with the command's output when it does not exit 0."""
-    result = subprocess.run([str(c) for c in command], cwd=cwd, env=environment(), capture_output=True, text=True,
-                            timeout=timeout, check=False)
+    result = subprocess.run(
+        [str(c) for c in command],
+        cwd=cwd,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     assert result.returncode == 0, f"{command} exited {result.returncode}\n{result.stdout}\n{result.stderr}"
     return result
 
@@ -74,8 +96,15 @@ def get_json(url: str) -> object:
 def serving(command: Sequence[str | Path], *, cwd: Path, port: int, timeout_s: float = 30) -> Iterator[str]:
     """Start a server command, wait until it answers /health; yields its base URL; stops it after."""
     url = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen([str(c) for c in command], cwd=cwd, env=environment(), stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [str(c) for c in command],
+        cwd=cwd,
+        env=environment(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + timeout_s
         while True:

@@ -64,16 +64,21 @@ def serving(app: Any, **options: Any) -> Iterator[str]:
 
 
 @contextmanager
-def process_on_socket(command: list[str], cwd: Path | None = None, env: dict[str, str] | None = None,
-                      ready_path: str | None = "/health") -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def process_on_socket(
+    command: list[str], cwd: Path | None = None, env: dict[str, str] | None = None, ready_path: str | None = "/health"
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """Start `command` (`{fd}` in it replaced) on a fresh loopback socket it inherits; yield its base
     URL and process once `ready_path` answers 200 (at once if None). Stopped on exit."""
     listener = socket.create_server(("127.0.0.1", 0), backlog=4096)
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
     fd = str(listener.fileno())
-    process = subprocess.Popen([part.replace("{fd}", fd) for part in command], cwd=cwd,
-                               env={**os.environ, **(env or {})}, pass_fds=(listener.fileno(),),
-                               stdout=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [part.replace("{fd}", fd) for part in command],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        pass_fds=(listener.fileno(),),
+        stdout=subprocess.DEVNULL,
+    )
     listener.close()
     try:
         deadline = time.monotonic() + 60

@@ -22,7 +22,10 @@ DATA = (
     "progress",
     "trace 296c423c 176ms error(upstream error)\n  gateway POST /v1/charges 245ms ok",
     "p99 412 ms, error rate 0.0100, 52.0 req/s",
-    "Inspected the logs of db.", "status=Running restarts=0", "critical", "firing",
+    "Inspected the logs of db.",
+    "status=Running restarts=0",
+    "critical",
+    "firing",
 )
 
 
@@ -86,8 +89,20 @@ _NEUTRAL = _fill(_OBSERVATION, "gateway")
 
 def test_the_schema_offers_the_text_fields_the_audit_must_reach() -> None:
     names = {f.name for f in _TEXT_FIELDS}
-    assert {"message", "last_diagnostic", "dashboard", "alerts", "visible_logs", "visible_health", "visible_traces",
-            "visible_deploys", "visible_db", "action_history", "last_action_error", "title"} <= names
+    assert {
+        "message",
+        "last_diagnostic",
+        "dashboard",
+        "alerts",
+        "visible_logs",
+        "visible_health",
+        "visible_traces",
+        "visible_deploys",
+        "visible_db",
+        "action_history",
+        "last_action_error",
+        "title",
+    } <= names
     assert judged(_NEUTRAL) == []
 
 

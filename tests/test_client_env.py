@@ -29,8 +29,11 @@ from service_incident.models import Declare, InspectLogs, InspectMetrics, Observ
 async def play(env: ServiceIncidentEnv, **reset: Any) -> list[StepResult[Observation]]:
     results = [await env.reset(**reset)]
     services = results[0].observation.services
-    for action in [InspectLogs(target=services[1]), InspectMetrics(target=services[2]),
-                   Declare(target=services[0], severity="P1")]:
+    for action in [
+        InspectLogs(target=services[1]),
+        InspectMetrics(target=services[2]),
+        Declare(target=services[0], severity="P1"),
+    ]:
         results.append(await env.step(action))
         if results[-1].done:
             break
@@ -88,8 +91,9 @@ async def test_idle_close_is_reported_and_reset_reconnects(make_server: Any) -> 
     async with ServiceIncidentEnv(url) as env:
         await env.reset(seed=4)
         clock.advance(0.3)
-        await asyncio.to_thread(eventually, lambda: httpx.get(f"{url}/health").json()["active_sessions"] == 0,
-                                "the idle session reaped")
+        await asyncio.to_thread(
+            eventually, lambda: httpx.get(f"{url}/health").json()["active_sessions"] == 0, "the idle session reaped"
+        )
         with pytest.raises(SessionClosed) as caught:
             await env.step(InspectLogs(target="db"))
         assert caught.value.code == 1001 and "idle" in caught.value.reason
@@ -169,13 +173,17 @@ async def test_headers_reach_the_server_and_frames_are_openenv_text() -> None:
         async for message in connection:
             seen["frames"].append(message)
             if json.loads(message)["type"] == "reset":
-                await connection.send(json.dumps({"type": "observation", "data": {
-                    "observation": {"message": "hi"}, "reward": 0, "done": False}}))
+                await connection.send(
+                    json.dumps(
+                        {"type": "observation", "data": {"observation": {"message": "hi"}, "reward": 0, "done": False}}
+                    )
+                )
 
     async with serve(peer, "127.0.0.1", 0, process_request=record) as server:
         port = server.sockets[0].getsockname()[1]
-        env = EnvClient[Any, Any, Any](f"http://127.0.0.1:{port}", headers={"Authorization": "Bearer t"},
-                                       ping_interval_s=None)
+        env = EnvClient[Any, Any, Any](
+            f"http://127.0.0.1:{port}", headers={"Authorization": "Bearer t"}, ping_interval_s=None
+        )
         async with env:
             assert (await env.reset(seed=1)).observation == {"message": "hi"}
         await asyncio.sleep(0.05)

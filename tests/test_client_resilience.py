@@ -124,8 +124,11 @@ def gone(pid: int) -> bool:
 
 @pytest.mark.parametrize("ending", ["sigkill", "sigterm", "return without close"])
 def test_a_launched_server_exits_with_its_parent(ending: str) -> None:
-    parent = subprocess.Popen([sys.executable, "-c", LAUNCHER, "return" if ending.startswith("return") else "wait"],
-                              stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, "return" if ending.startswith("return") else "wait"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert parent.stdout is not None
     child = int(parent.stdout.readline())
     try:

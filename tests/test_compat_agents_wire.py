@@ -56,8 +56,10 @@ def test_response_agent_over_http(server_url: str) -> None:
 def test_flat_seed_shapes_over_http(server_url: str) -> None:
     with httpx.Client(base_url=server_url) as http:
         assert http.post("/reset", json={"task_id": "task_disk_full", "seed": 2}).status_code == 200
-        for move in ({"action_type": "read_logs", "target": "postgres-db"},
-                     {"action_type": "declare_rca", "target": "postgres-db"}):
+        for move in (
+            {"action_type": "read_logs", "target": "postgres-db"},
+            {"action_type": "declare_rca", "target": "postgres-db"},
+        ):
             response = http.post("/step", json=move)
             assert response.status_code == 200, response.text
         assert response.json()["done"] is True

@@ -59,11 +59,21 @@ def test_loudest_signal_fails_most_hard_incidents() -> None:
 
 
 SEED_LABELS = {
-    "easy_001": ("db", "P0"), "easy_002": ("cache", "P1"), "easy_003": ("auth", "P0"),
-    "easy_004": ("payments", "P1"), "easy_005": ("gateway", "P0"), "med_001": ("db", "P0"),
-    "med_002": ("cache", "P1"), "med_003": ("auth", "P1"), "med_004": ("gateway", "P0"),
-    "med_005": ("payments", "P1"), "hard_001": ("db", "P0"), "hard_002": ("notifications", "P2"),
-    "hard_003": ("cache", "P1"), "hard_004": ("db", "P0"), "hard_005": ("gateway", "P1"),
+    "easy_001": ("db", "P0"),
+    "easy_002": ("cache", "P1"),
+    "easy_003": ("auth", "P0"),
+    "easy_004": ("payments", "P1"),
+    "easy_005": ("gateway", "P0"),
+    "med_001": ("db", "P0"),
+    "med_002": ("cache", "P1"),
+    "med_003": ("auth", "P1"),
+    "med_004": ("gateway", "P0"),
+    "med_005": ("payments", "P1"),
+    "hard_001": ("db", "P0"),
+    "hard_002": ("notifications", "P2"),
+    "hard_003": ("cache", "P1"),
+    "hard_004": ("db", "P0"),
+    "hard_005": ("gateway", "P1"),
 }
 
 
@@ -138,9 +148,14 @@ def test_score_ladder_evidence_blind_wrong() -> None:
     wrong = scripted("easy", "easy_001", [InspectLogs(target="db"), Declare(target="auth", severity="P0")])[-1]
     assert evidence.score > blind.score > wrong.score
     slow = scripted(
-        "hard", "hard_001",
-        [InspectLogs(target="db"), InspectMetrics(target="auth"), InspectMetrics(target="payments"),
-         Declare(target="db", severity="P0")],
+        "hard",
+        "hard_001",
+        [
+            InspectLogs(target="db"),
+            InspectMetrics(target="auth"),
+            InspectMetrics(target="payments"),
+            Declare(target="db", severity="P0"),
+        ],
     )[-1]
     fast = scripted("hard", "hard_001", [InspectLogs(target="db"), Declare(target="db", severity="P0")])[-1]
     assert fast.score > slow.score

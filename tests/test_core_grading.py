@@ -70,9 +70,9 @@ def test_a_rationale_is_credited_only_for_facts_seen_in_a_named_root() -> None:
 
     def rationale(*cited: str) -> float:
         ledger.rationales = list(cited)
-        return scoring.final_score(grading="response", roots=frozenset({"db"}), steps=3, max_steps=9, ledger=ledger)[
-            1
-        ]["rationale"]
+        return scoring.final_score(grading="response", roots=frozenset({"db"}), steps=3, max_steps=9, ledger=ledger)[1][
+            "rationale"
+        ]
 
     full = scoring.WEIGHTS["response"]["rationale"]
     assert rationale("api shows error_rate=5.2% and p99=812ms") == 0.0
@@ -98,8 +98,17 @@ def test_the_page_alone_earns_no_rationale_credit() -> None:
     assert episode is not None
     roots = sorted(episode.world.root_causes)
     page = " ".join(f"{a.service} {a.summary}" for a in first.alerts)
-    env.step(parse_action({"action": "declare", "target": roots[0], "additional_targets": roots[1:],
-                           "severity": "P1", "rationale": page}))
+    env.step(
+        parse_action(
+            {
+                "action": "declare",
+                "target": roots[0],
+                "additional_targets": roots[1:],
+                "severity": "P1",
+                "rationale": page,
+            }
+        )
+    )
     last = env.step(parse_action({"action": "resolve", "target": roots[0], "rationale": page}))
     assert last.done
     assert last.breakdown is not None and last.breakdown["rationale"] == 0.0
@@ -154,7 +163,7 @@ def test_a_child_span_never_outlasts_its_parent() -> None:
                     continue
                 depth = (len(line) - len(line.lstrip())) // 2
                 took = _span(line)[1]
-                del stack[depth - 1:]
+                del stack[depth - 1 :]
                 if stack:
                     assert took <= stack[-1] + 1, (service, line)
                 stack.append(took)

@@ -167,8 +167,13 @@ def test_step_before_reset_and_after_done_explain_themselves() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"task_id": "nightmare"}, {"incident_id": "zzz_999"}, {"task_id": "easy", "incident_id": "hard_001"},
-     {"seed": -1}, {"seed": "7"}],
+    [
+        {"task_id": "nightmare"},
+        {"incident_id": "zzz_999"},
+        {"task_id": "easy", "incident_id": "hard_001"},
+        {"seed": -1},
+        {"seed": "7"},
+    ],
 )
 def test_bad_reset_arguments_raise_a_typed_error(kwargs: dict[str, object]) -> None:
     env = ServiceIncidentEnvironment()

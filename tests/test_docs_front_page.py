@@ -87,12 +87,16 @@ def test_the_ladders_gap_figures_are_current() -> None:
     """The agents' rows themselves are checked over the WebSocket server by the inference tests."""
 
     async def ladder() -> dict[str, report.Summary]:
-        return {name: report.summarize(await evaluate(reference_policy(name), plan(TASKS.values()), agent=name,
-                                                      sessions=InProcess()))
-                for name in REFERENCE_AGENTS}
+        return {
+            name: report.summarize(
+                await evaluate(reference_policy(name), plan(TASKS.values()), agent=name, sessions=InProcess())
+            )
+            for name in REFERENCE_AGENTS
+        }
 
     figures = ", ".join(f"{gap.gap:.3f} vs {gap.margin:.3f}" for gap in report.gaps(anyio.run(ladder)))
     assert f"the two half-widths added ({figures})" in README, (
         "README's ladder is stale: copy it from results/report.md of `python inference.py --agent "
-        + ",".join(REFERENCE_AGENTS) + "`"
+        + ",".join(REFERENCE_AGENTS)
+        + "`"
     )

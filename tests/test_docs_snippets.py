@@ -40,6 +40,13 @@ def test_snippet_runs(code: str, tmp_path: Path) -> None:
     script = tmp_path / "snippet.py"
     script.write_text(code)
     # From an empty folder, so whatever a snippet writes (results/) stays out of the repository.
-    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=environment(), capture_output=True,
-                            text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr

@@ -26,8 +26,9 @@ def test_a_stale_block_is_rewritten_and_the_rest_kept() -> None:
     renderers = {"a": lambda: "| a |", "b": lambda: "| b |"}
     text = "intro\n<!-- table:a -->\nold\n<!-- /table -->\nbetween\n<!-- table:b -->\n<!-- /table -->\nend\n"
     fresh = docs.render_into(text, renderers)
-    assert fresh == ("intro\n<!-- table:a -->\n| a |\n<!-- /table -->\n"
-                     "between\n<!-- table:b -->\n| b |\n<!-- /table -->\nend\n")
+    assert fresh == (
+        "intro\n<!-- table:a -->\n| a |\n<!-- /table -->\nbetween\n<!-- table:b -->\n| b |\n<!-- /table -->\nend\n"
+    )
     assert docs.render_into(fresh, renderers) == fresh
 
 

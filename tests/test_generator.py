@@ -58,13 +58,25 @@ def test_every_fault_type_is_generated_rendered_and_fixed(fault_type: str) -> No
 
 
 _WRITE_REFUSAL = (
-    "No space left", "Disk is full", "read-only", "--read-only", "disk resource limit", "publishers blocked",
+    "No space left",
+    "Disk is full",
+    "read-only",
+    "--read-only",
+    "disk resource limit",
+    "publishers blocked",
 )
-_OTHER_TECH = {"postgres": ("MySQL", "InnoDB", "Redis"), "mysql": ("pg_wal", "PostgreSQL", "Redis"),
-               "redis": ("MySQL", "pg_wal", "memcached"), "memcached": ("Redis", "CLUSTERDOWN", "pg_wal"),
-               "kafka": ("rabbit@", "AMQP"), "rabbitmq": ("broker because", "partition="),
-               "jvm": ("panic=", "Traceback", "goroutines"), "go": ("java.", "Traceback", "JavaScript"),
-               "python": ("java.", "panic=", "JavaScript"), "node": ("java.", "panic=", "Traceback")}
+_OTHER_TECH = {
+    "postgres": ("MySQL", "InnoDB", "Redis"),
+    "mysql": ("pg_wal", "PostgreSQL", "Redis"),
+    "redis": ("MySQL", "pg_wal", "memcached"),
+    "memcached": ("Redis", "CLUSTERDOWN", "pg_wal"),
+    "kafka": ("rabbit@", "AMQP"),
+    "rabbitmq": ("broker because", "partition="),
+    "jvm": ("panic=", "Traceback", "goroutines"),
+    "go": ("java.", "Traceback", "JavaScript"),
+    "python": ("java.", "panic=", "JavaScript"),
+    "node": ("java.", "panic=", "Traceback"),
+}
 
 
 @pytest.mark.parametrize("fault_type", sorted(FAULTS))
@@ -273,8 +285,9 @@ def test_every_root_moves_something_of_its_own(difficulty: str) -> None:
 
 def test_a_fault_too_weak_to_show_has_no_impact_of_its_own() -> None:
     incident = dataset.training_incident("expert", 0)
-    faint = structs.replace(incident, faults=[structs.replace(incident.faults[0], type="cache_eviction",
-                                                              intensity=0.05, intensify_at=None)])
+    faint = structs.replace(
+        incident, faults=[structs.replace(incident.faults[0], type="cache_eviction", intensity=0.05, intensify_at=None)]
+    )
     cache = next(s.name for s in incident.services if s.kind == "cache")
     faint = structs.replace(faint, faults=[structs.replace(faint.faults[0], service=cache)])
     assert not own_impact(faint, 0)

@@ -44,8 +44,11 @@ TASK = holdout.task_id(TIER)
 def script(services: list[str]) -> list[dict[str, Any]]:
     """A few looks, a bad target (an error reply), then the answer: an episode to its end."""
     looks = [{"action": "inspect_traces", "target": services[0]}, {"action": "inspect_logs", "target": services[1]}]
-    return [*looks, {"action": "restart", "target": "nowhere"},
-            {"action": "declare", "target": services[0], "severity": "P1"}]
+    return [
+        *looks,
+        {"action": "restart", "target": "nowhere"},
+        {"action": "declare", "target": services[0], "severity": "P1"},
+    ]
 
 
 def judge(texts: list[str], task: str) -> None:
@@ -104,13 +107,19 @@ def test_the_incidents_are_the_same_in_another_interpreter() -> None:
     )
 
     def digest(hash_seed: str) -> str:
-        result = subprocess.run([sys.executable, "-c", program, KEY, hash_seed], capture_output=True, text=True,
-                                env={"PYTHONHASHSEED": hash_seed}, check=True)
+        result = subprocess.run(
+            [sys.executable, "-c", program, KEY, hash_seed],
+            capture_output=True,
+            text=True,
+            env={"PYTHONHASHSEED": hash_seed},
+            check=True,
+        )
         return result.stdout.strip()
 
     key = HoldoutKey(KEY)
-    here = hashlib.sha256(b"".join(msgspec.json.encode(key.incident(t, i)) for t in holdout.TIERS
-                                   for i in range(5))).hexdigest()
+    here = hashlib.sha256(
+        b"".join(msgspec.json.encode(key.incident(t, i)) for t in holdout.TIERS for i in range(5))
+    ).hexdigest()
     assert digest("1") == digest("4242") == here
 
 
@@ -237,12 +246,16 @@ def test_http_replies_name_no_seed_and_no_answer(keyed_url: str, task: str) -> N
         for action in script(services):
             replies.append(http.post("/step", json={"action": action}, headers=episode))
         grade = http.get("/grade", headers=episode)
-        replies += [http.get("/state", headers=episode), grade,
-                    http.post("/step", json={"action": {"action": "declare", "target": "x"}}, headers=episode)]
+        replies += [
+            http.get("/state", headers=episode),
+            grade,
+            http.post("/step", json={"action": {"action": "declare", "target": "x"}}, headers=episode),
+        ]
         # OpenEnv's JSON-RPC dialect at /mcp plays an HTTP episode of its own, here of the same incident.
         create = {"task_id": task, "seed": SEED}
-        replies.append(http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create",
-                                               "params": create}))
+        replies.append(
+            http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": create})
+        )
         session = replies[-1].json()["result"]["session_id"]
         call = {"name": "inspect_traces", "arguments": {"target": services[0]}, "session_id": session}
         replies.append(http.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}))
@@ -272,10 +285,12 @@ async def test_mcp_replies_name_no_seed_and_no_answer(keyed_url: str, task: str)
 
 
 def test_inference_plays_the_held_out_tiers_of_a_keyed_server_and_in_process_alike(
-        keyed_url: str, tmp_path: Path) -> None:
+    keyed_url: str, tmp_path: Path
+) -> None:
     tasks = ",".join(HELD_OUT)
-    remote = run_inference("--env-url", keyed_url, "--tasks", tasks, "--episodes", "2",
-                           "--output", str(tmp_path / "remote"), cwd=tmp_path)
+    remote = run_inference(
+        "--env-url", keyed_url, "--tasks", tasks, "--episodes", "2", "--output", str(tmp_path / "remote"), cwd=tmp_path
+    )
     assert remote.returncode == 0, remote.stderr
     assert {e.task for e in parse_transcript(remote.stdout)} == {f"{t}/{i:04d}" for t in HELD_OUT for i in range(2)}
     records = decode((tmp_path / "remote" / "episodes.jsonl").read_bytes())
@@ -287,21 +302,40 @@ def test_inference_plays_the_held_out_tiers_of_a_keyed_server_and_in_process_ali
     raw = (tmp_path / "remote" / "episodes.jsonl").read_text()
     assert leaks([raw, report, remote.stdout, remote.stderr]) == []
 
-    local = run_inference("--in-process", "--tasks", tasks, "--episodes", "2", "--output", str(tmp_path / "local"),
-                          cwd=tmp_path, env={"HOLDOUT_KEY": KEY})
+    local = run_inference(
+        "--in-process",
+        "--tasks",
+        tasks,
+        "--episodes",
+        "2",
+        "--output",
+        str(tmp_path / "local"),
+        cwd=tmp_path,
+        env={"HOLDOUT_KEY": KEY},
+    )
     assert local.returncode == 0, local.stderr
     played = decode((tmp_path / "local" / "episodes.jsonl").read_bytes())
 
     def steps(rs: list[Any]) -> dict[str, list[bytes]]:
         unnamed = {"metadata": {}}
-        return {r.name: [msgspec.json.encode(msgspec.structs.replace(s.observation, **unnamed)) for s in r.trace]
-                for r in rs}
+        return {
+            r.name: [msgspec.json.encode(msgspec.structs.replace(s.observation, **unnamed)) for s in r.trace]
+            for r in rs
+        }
 
     assert steps(played) == steps(records)
     assert f"key fingerprint `{key.fingerprint}`" in (tmp_path / "local" / "report.md").read_text()
     # The embedded server takes the key from the run's environment too.
-    embedded = run_inference("--tasks", "holdout_hard", "--episodes", "1", "--output", str(tmp_path / "embedded"),
-                             cwd=tmp_path, env={"HOLDOUT_KEY": KEY})
+    embedded = run_inference(
+        "--tasks",
+        "holdout_hard",
+        "--episodes",
+        "1",
+        "--output",
+        str(tmp_path / "embedded"),
+        cwd=tmp_path,
+        env={"HOLDOUT_KEY": KEY},
+    )
     assert embedded.returncode == 0, embedded.stderr
     first = decode((tmp_path / "embedded" / "episodes.jsonl").read_bytes())
     assert steps(first) == {"holdout_hard/0000": steps(records)["holdout_hard/0000"]}
@@ -312,8 +346,15 @@ def test_inference_in_process_without_the_key_says_which_setting_is_missing(tmp_
     assert (result.returncode, result.stdout) == (2, "")
     assert "HOLDOUT_KEY" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
-    short = run_inference("--in-process", "--tasks", "holdout", "--output", str(tmp_path / "out"), cwd=tmp_path,
-                          env={"HOLDOUT_KEY": "short"})
+    short = run_inference(
+        "--in-process",
+        "--tasks",
+        "holdout",
+        "--output",
+        str(tmp_path / "out"),
+        cwd=tmp_path,
+        env={"HOLDOUT_KEY": "short"},
+    )
     assert short.returncode == 2 and "HOLDOUT_KEY: a holdout key needs at least 16 characters" in short.stderr
 
 
@@ -343,8 +384,7 @@ def test_a_drawn_seed_is_reported_in_process_only_once_the_episode_is_over() -> 
         observation = env.step(parse_action(action))
         during.append(msgspec.json.encode(observation if not observation.done else env.state).decode())
     assert observation.done
-    seed = withheld_until_the_end(during[:-1], msgspec.to_builtins(observation),
-                                  msgspec.to_builtins(env.state))
+    seed = withheld_until_the_end(during[:-1], msgspec.to_builtins(observation), msgspec.to_builtins(env.state))
     # Reported so that the episode can be replayed: the same seed plays the same incident.
     replay = ServiceIncidentEnvironment().reset(task_id=OPEN_TASK, seed=seed)
     assert replay.incident_id == observation.incident_id
@@ -376,15 +416,21 @@ def test_http_replies_withhold_a_drawn_seed_until_the_end(keyed_url: str) -> Non
         state = http.get("/state", headers=episode)
         grade = http.get("/grade", headers=episode)
         # OpenEnv's JSON-RPC dialect: a session created without a seed, then a look and its state.
-        create = http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create",
-                                         "params": {"task_id": OPEN_TASK}})
+        create = http.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {"task_id": OPEN_TASK}},
+        )
         session = create.json()["result"]["session_id"]
         call = {"name": "inspect_traces", "arguments": {"target": "x"}, "session_id": session}
-        rpc = [create, http.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}),
-               http.get("/state", params={"episode_id": session})]
+        rpc = [
+            create,
+            http.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}),
+            http.get("/state", params={"episode_id": session}),
+        ]
     assert rpc[-1].json()["seed"] is None and "seed" not in create.text
-    withheld_until_the_end([r.text for r in replies[:-1]] + [grade.text], replies[-1].json()["observation"],
-                           state.json())
+    withheld_until_the_end(
+        [r.text for r in replies[:-1]] + [grade.text], replies[-1].json()["observation"], state.json()
+    )
 
 
 async def test_mcp_replies_withhold_a_drawn_seed_until_the_end(keyed_url: str) -> None:

@@ -69,8 +69,14 @@ def test_the_report_has_agents_tasks_and_difficulties(default_run: Run) -> None:
 
 def test_a_saved_run_replays_without_a_server(default_run: Run, tmp_path: Path) -> None:
     cwd, stdout, _ = default_run
-    replayed = run_inference("--replay", str(cwd / "results" / "episodes.jsonl"), "--output", str(tmp_path),
-                             cwd=tmp_path, env={"ENV_URL": "http://127.0.0.1:9"})  # a server that is not there
+    replayed = run_inference(
+        "--replay",
+        str(cwd / "results" / "episodes.jsonl"),
+        "--output",
+        str(tmp_path),
+        cwd=tmp_path,
+        env={"ENV_URL": "http://127.0.0.1:9"},
+    )  # a server that is not there
     assert replayed.returncode == 0, replayed.stderr
     assert replayed.stdout == stdout
     original = (cwd / "results" / "report.md").read_text()
@@ -90,18 +96,24 @@ def test_a_replay_reports_beside_the_file_it_read(default_run: Run, tmp_path: Pa
         assert f"| expert | {count} |" in written and f"replay=%2Fresults%2F{name}" in written
         assert f"report: runs/{report}" in replayed.stderr
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [
-        "episodes.jsonl", "report.md", "subset.jsonl", "subset.report.md"]
+        "episodes.jsonl",
+        "report.md",
+        "subset.jsonl",
+        "subset.report.md",
+    ]
     assert not (tmp_path / "results").exists()  # no other run's report was touched
 
 
 @pytest.mark.parametrize(
     ("content", "reason"),
-    [(None, "No such file or directory"), (b"", "holds no episode records"),
-     (b'{"name": "easy/easy_001"}\n', "line 1 is not an episode record"),
-     (b"\n\n[START] task=x\n", "line 3 is not an episode record")],
+    [
+        (None, "No such file or directory"),
+        (b"", "holds no episode records"),
+        (b'{"name": "easy/easy_001"}\n', "line 1 is not an episode record"),
+        (b"\n\n[START] task=x\n", "line 3 is not an episode record"),
+    ],
 )
-def test_a_replay_of_anything_but_results_is_a_usage_error(tmp_path: Path, content: bytes | None,
-                                                           reason: str) -> None:
+def test_a_replay_of_anything_but_results_is_a_usage_error(tmp_path: Path, content: bytes | None, reason: str) -> None:
     path = tmp_path / "episodes.jsonl"
     if content is not None:
         path.write_bytes(content)
@@ -113,22 +125,38 @@ def test_a_replay_of_anything_but_results_is_a_usage_error(tmp_path: Path, conte
 
 
 def test_in_process_play_prints_what_the_websocket_run_printed(default_run: Run, tmp_path: Path) -> None:
-    result = run_inference("--in-process", "--tasks", "triage,response,gen_hard", "--output", str(tmp_path),
-                           cwd=tmp_path, env={"ENV_URL": "http://127.0.0.1:9"})  # never contacted
+    result = run_inference(
+        "--in-process",
+        "--tasks",
+        "triage,response,gen_hard",
+        "--output",
+        str(tmp_path),
+        cwd=tmp_path,
+        env={"ENV_URL": "http://127.0.0.1:9"},
+    )  # never contacted
     assert result.returncode == 0, result.stderr
     assert "in-process" in result.stderr
     over_websocket = {e.task: e for e in parse_transcript(default_run[1])}
     in_process = parse_transcript(result.stdout)
-    assert len(in_process) == sum(len(TASKS[t].incidents) for t in TASKS
-                                  if TASKS[t].suite in ("triage", "response") or t == "gen_hard")
+    assert len(in_process) == sum(
+        len(TASKS[t].incidents) for t in TASKS if TASKS[t].suite in ("triage", "response") or t == "gen_hard"
+    )
     for episode in in_process:
         assert episode == over_websocket[episode.task]
     assert "environment: in-process" in (tmp_path / "report.md").read_text()
 
 
 def test_replay_links_of_a_multi_agent_run_open_each_agents_own_episode(tmp_path: Path) -> None:
-    result = run_inference("--in-process", "--agent", "random,symptom_chaser", "--tasks", "triage,rca",
-                           "--output", str(tmp_path), cwd=tmp_path)
+    result = run_inference(
+        "--in-process",
+        "--agent",
+        "random,symptom_chaser",
+        "--tasks",
+        "triage,rca",
+        "--output",
+        str(tmp_path),
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     records = [r for r in decode((tmp_path / "episodes.jsonl").read_bytes()) if r.reset is not None]
     section = (tmp_path / "report.md").read_text().split("## Replay")[1]
@@ -148,7 +176,21 @@ def test_replay_links_of_a_multi_agent_run_open_each_agents_own_episode(tmp_path
 def test_help_explains_every_option(tmp_path: Path) -> None:
     result = run_inference("--help", cwd=tmp_path)
     assert result.returncode == 0
-    for option in ("--agent", "--tasks", "--episodes", "--seeds", "--concurrency", "--output", "--env-url",
-                   "--in-process", "--replay", "--llm-mode", "--llm-reply", "ENV_URL", "API_BASE_URL", "MODEL_NAME",
-                   "HF_TOKEN"):
+    for option in (
+        "--agent",
+        "--tasks",
+        "--episodes",
+        "--seeds",
+        "--concurrency",
+        "--output",
+        "--env-url",
+        "--in-process",
+        "--replay",
+        "--llm-mode",
+        "--llm-reply",
+        "ENV_URL",
+        "API_BASE_URL",
+        "MODEL_NAME",
+        "HF_TOKEN",
+    ):
         assert option in result.stdout

@@ -89,8 +89,14 @@ async def test_any_async_policy_can_be_evaluated(server_url: str) -> None:
 
     seen: list[str] = []
     specs = plan([TASKS["easy"], TASKS["gen_medium"]], episodes=3)
-    records = await evaluate(lambda spec: declare_first, specs, agent="mine", base_url=server_url, concurrency=4,
-                             on_episode=lambda record: seen.append(record.name))
+    records = await evaluate(
+        lambda spec: declare_first,
+        specs,
+        agent="mine",
+        base_url=server_url,
+        concurrency=4,
+        on_episode=lambda record: seen.append(record.name),
+    )
     assert [r.name for r in records] == [s.name for s in specs]  # in the order given
     assert sorted(seen) == sorted(s.name for s in specs)
     assert all(r.graded and r.steps == 1 and r.agent == "mine" and r.error is None for r in records)
@@ -103,8 +109,10 @@ async def test_in_process_and_websocket_sessions_play_byte_identical_episodes(se
         records = await evaluate(reference_policy("expert"), specs, agent="expert", sessions=sessions)
         # Wall time and the episode's random id aside, everything recorded is the same, every
         # observation included.
-        played[sessions.where] = [re.sub(rb'"episode_id":"[^"]*"', b"", msgspec.json.encode(
-            msgspec.structs.replace(r, wall_s=0.0))) for r in records]
+        played[sessions.where] = [
+            re.sub(rb'"episode_id":"[^"]*"', b"", msgspec.json.encode(msgspec.structs.replace(r, wall_s=0.0)))
+            for r in records
+        ]
     in_process, over_websocket = played.values()
     assert in_process == over_websocket and len(in_process) == len(specs)
 
@@ -115,7 +123,8 @@ async def test_every_episode_is_played_with_final_rewards() -> None:
     records = await evaluate(reference_policy("expert"), specs, sessions=sessions)
     assert {r.reward_mode for r in sessions.requests} == {"final"}
     assert sorted((r.task_id, r.incident_id, r.seed) for r in sessions.requests) == sorted(
-        (s.task_id, s.incident_id, s.seed) for s in specs)
+        (s.task_id, s.incident_id, s.seed) for s in specs
+    )
     assert all(r.graded for r in records)
 
 
@@ -138,13 +147,20 @@ async def test_failures_are_the_agents_the_models_or_the_environments() -> None:
 
     specs = plan([TASKS["easy"]], episodes=4)
     policies = {specs[0].name: broken, specs[1].name: unreachable}
-    records = await evaluate(lambda spec: policies.get(spec.name) or reference_policy("expert")(spec), specs,
-                             sessions=Recorded(fail_step=2))
+    records = await evaluate(
+        lambda spec: policies.get(spec.name) or reference_policy("expert")(spec), specs, sessions=Recorded(fail_step=2)
+    )
     assert [(r.failure, r.counted) for r in records] == [
-        ("agent", True), ("model", False), ("environment", False), ("environment", False)]
+        ("agent", True),
+        ("model", False),
+        ("environment", False),
+        ("environment", False),
+    ]
     assert records[0].error == "RuntimeError: boom" and records[0].reset is not None
-    assert records[1].error == "EndpointFailure: model endpoint http://127.0.0.1:9/v1: APIConnectionError: " \
+    assert (
+        records[1].error == "EndpointFailure: model endpoint http://127.0.0.1:9/v1: APIConnectionError: "
         "Connection error."
+    )
     # The session failed on the second step: the first is kept.
     assert records[2].error == "ConnectionResetError: the session went away" and records[2].steps == 1
     summary = report.summarize(records)
@@ -175,13 +191,30 @@ async def test_the_reference_ladder_is_strictly_ordered_with_clear_gaps(server_u
 
 def test_step_lines_follow_the_contract() -> None:
     action = Declare(target="db", severity="P0", additional_targets=["cache"])
-    record = EpisodeRecord(name="easy/easy_001", task="easy", incident="easy_001", seed=1, agent="a", steps=2,
-                           rewards=[0.1, -0.25], score=0.456, success=False)
+    record = EpisodeRecord(
+        name="easy/easy_001",
+        task="easy",
+        incident="easy_001",
+        seed=1,
+        agent="a",
+        steps=2,
+        rewards=[0.1, -0.25],
+        score=0.456,
+        success=False,
+    )
     record.trace = [
-        StepRecord(step=1, action=InspectLogs(target="db"), action_text="inspect_logs(db)", reward=0.1,
-                   done=False, error="unknown service 'x';\n  services are: db", observation=None),
-        StepRecord(step=2, action=action, action_text=describe(action), reward=-0.25, done=True, error=None,
-                   observation=None),
+        StepRecord(
+            step=1,
+            action=InspectLogs(target="db"),
+            action_text="inspect_logs(db)",
+            reward=0.1,
+            done=False,
+            error="unknown service 'x';\n  services are: db",
+            observation=None,
+        ),
+        StepRecord(
+            step=2, action=action, action_text=describe(action), reward=-0.25, done=True, error=None, observation=None
+        ),
     ]
     assert transcript(record) == [
         "[START] task=easy/easy_001 env=service_incident model=a",
@@ -199,15 +232,17 @@ def test_an_action_with_arguments_of_its_own_is_described_whole() -> None:
         enabled: bool = False
 
     assert describe(ToggleFlag(target="checkout", flag="new pricing", rationale="x y")) == (
-        "toggle_flag(checkout,new_pricing,False)")
+        "toggle_flag(checkout,new_pricing,False)"
+    )
 
 
 def test_plan_names_episodes_uniquely() -> None:
     specs = plan([TASKS["easy"]], episodes=2, seeds=[3, 4])
     assert [s.name for s in specs] == [f"easy/{i}@{seed}" for i in TASKS["easy"].incidents[:2] for seed in (3, 4)]
     assert plan([TASKS["easy"]], episodes=1) == [
-        EpisodeSpec(name=f"easy/{TASKS['easy'].incidents[0]}", task_id="easy",
-                    incident_id=TASKS["easy"].incidents[0], seed=42)
+        EpisodeSpec(
+            name=f"easy/{TASKS['easy'].incidents[0]}", task_id="easy", incident_id=TASKS["easy"].incidents[0], seed=42
+        )
     ]
 
 
@@ -216,10 +251,14 @@ def test_plan_names_episodes_uniquely() -> None:
     [
         ('{"action": "inspect_logs", "target": "db"}', InspectLogs(target="db")),
         ('Sure.\n```json\n{"action": "inspect_logs", "target": "db"}\n```', InspectLogs(target="db")),
-        ('<think>maybe {"action": "declare"}?</think>{"action": "inspect_logs", "target": "db"}',
-         InspectLogs(target="db")),
-        ('I set {x} aside. {"action": "declare", "target": "db", "severity": "P1"} done',
-         Declare(target="db", severity="P1")),
+        (
+            '<think>maybe {"action": "declare"}?</think>{"action": "inspect_logs", "target": "db"}',
+            InspectLogs(target="db"),
+        ),
+        (
+            'I set {x} aside. {"action": "declare", "target": "db", "severity": "P1"} done',
+            Declare(target="db", severity="P1"),
+        ),
     ],
 )
 def test_replies_are_parsed_robustly(content: str, expected: object) -> None:
@@ -227,18 +266,29 @@ def test_replies_are_parsed_robustly(content: str, expected: object) -> None:
 
 
 def test_tool_calls_are_actions() -> None:
-    message = ChatCompletionMessage.model_validate({
-        "role": "assistant", "content": None,
-        "tool_calls": [{"id": "1", "type": "function",
-                        "function": {"name": "act", "arguments": '{"action": "inspect_logs", "target": "db"}'}}],
-    })
+    message = ChatCompletionMessage.model_validate(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "1",
+                    "type": "function",
+                    "function": {"name": "act", "arguments": '{"action": "inspect_logs", "target": "db"}'},
+                }
+            ],
+        }
+    )
     assert parse_reply(message) == InspectLogs(target="db")
 
 
 @pytest.mark.parametrize(
     ("content", "reason"),
-    [("no json here", "holds no JSON object"), ('{"action": "reboot_the_world"}', "not a valid action"),
-     ('{"action": "declare", "target": "db"}', "severity")],
+    [
+        ("no json here", "holds no JSON object"),
+        ('{"action": "reboot_the_world"}', "not a valid action"),
+        ('{"action": "declare", "target": "db"}', "severity"),
+    ],
 )
 def test_unusable_replies_say_why(content: str, reason: str) -> None:
     with pytest.raises(InvalidReply, match=reason):

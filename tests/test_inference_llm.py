@@ -45,8 +45,13 @@ def test_retries_unusable_replies_and_failures_each_episode_gets_its_end(tmp_pat
         {
             # Rate limited, then a server error, both retried; a fenced JSON reply; prose the agent
             # cannot use (it gets the reason back); a tool call that declares.
-            EASY[0]: [failure(429), failure(500), inspect_first_service, text("The database looks down to me."),
-                      declare_first_service],
+            EASY[0]: [
+                failure(429),
+                failure(500),
+                inspect_first_service,
+                text("The database looks down to me."),
+                declare_first_service,
+            ],
             # Three unusable replies in a row: the episode is given up on.
             EASY[1]: [text("{not json"), text('{"action": "page_everyone"}'), no_choices()],
             # A server error that outlasts every retry.
@@ -56,7 +61,15 @@ def test_retries_unusable_replies_and_failures_each_episode_gets_its_end(tmp_pat
     )
     with stub.serve() as api:
         result = run_inference(
-            "--agent", "llm", "--tasks", "easy", "--episodes", "3", "--output", str(tmp_path), cwd=tmp_path,
+            "--agent",
+            "llm",
+            "--tasks",
+            "easy",
+            "--episodes",
+            "3",
+            "--output",
+            str(tmp_path),
+            cwd=tmp_path,
             env={"API_BASE_URL": api, "MODEL_NAME": "stub-model", "API_KEY": "test-key"},
         )
     # Episodes failed, so the run says it is not a clean measurement; stdout is still the contract.
@@ -93,8 +106,10 @@ def test_retries_unusable_replies_and_failures_each_episode_gets_its_end(tmp_pat
     assert [records[i].failure for i in EASY[:3]] == [None, "agent", "model"]
     assert records[EASY[0]].trace[1].reply == "The database looks down to me."
     # The endpoint's failure is not the agent's: reported with its reason, left out of the mean.
-    assert f"easy/{EASY[2]}: model failure, not counted in stub-model's mean: EndpointFailure: model endpoint {api}" \
+    assert (
+        f"easy/{EASY[2]}: model failure, not counted in stub-model's mean: EndpointFailure: model endpoint {api}"
         in result.stderr
+    )
     report = (tmp_path / "report.md").read_text()
     assert "| stub-model | 2 | 0." in report and "| 1 | 1 model |" in report
     assert "## Not counted" in report and "InternalServerError (HTTP 503)" in report.split("## Not counted")[1]
@@ -105,8 +120,14 @@ def test_the_default_llm_run_fits_its_call_budget_and_prompts_with_task_schemas_
 ) -> None:
     stub = ScriptedOpenAI({}, fallback=declare_first_service)
     with stub.serve() as api:
-        result = run_inference("--output", str(tmp_path), "--agent", "llm", cwd=tmp_path,
-                               env={"API_BASE_URL": api, "MODEL_NAME": "stub-model", "HF_TOKEN": "test-key"})
+        result = run_inference(
+            "--output",
+            str(tmp_path),
+            "--agent",
+            "llm",
+            cwd=tmp_path,
+            env={"API_BASE_URL": api, "MODEL_NAME": "stub-model", "HF_TOKEN": "test-key"},
+        )
     assert result.returncode == 0, result.stderr
     episodes = parse_transcript(result.stdout)
     # Every task is played, and the step budgets of the episodes chosen fit the call budget.
@@ -143,22 +164,32 @@ def investigate_then_declare(request: dict[str, Any]) -> tuple[int, dict[str, An
 
 def run_llm(tmp_path: Path, stub: ScriptedOpenAI, *args: str) -> tuple[Any, str]:
     with stub.serve() as api:
-        result = run_inference("--agent", "llm", "--output", str(tmp_path), *args, cwd=tmp_path,
-                               env={"API_BASE_URL": api, "MODEL_NAME": "stub-model", "API_KEY": "test-key"})
+        result = run_inference(
+            "--agent",
+            "llm",
+            "--output",
+            str(tmp_path),
+            *args,
+            cwd=tmp_path,
+            env={"API_BASE_URL": api, "MODEL_NAME": "stub-model", "API_KEY": "test-key"},
+        )
     return result, api
 
 
 def test_tool_calling_in_chat_mode_adds_only_what_each_action_revealed(tmp_path: Path) -> None:
     incident = TASKS["hard"].incidents[0]
     stub = ScriptedOpenAI({}, fallback=investigate_then_declare)
-    result, _ = run_llm(tmp_path, stub, "--tasks", "hard", "--episodes", "1", "--llm-mode", "chat",
-                        "--llm-reply", "tools")
+    result, _ = run_llm(
+        tmp_path, stub, "--tasks", "hard", "--episodes", "1", "--llm-mode", "chat", "--llm-reply", "tools"
+    )
     assert result.returncode == 0, result.stderr
     [episode] = parse_transcript(result.stdout)
     requests = stub.requests[incident]
     services = observation_of(requests[0])["services"]
     assert [s["action"] for s in episode.steps] == [
-        *(f"inspect_logs({s})" for s in services[1:]), f"declare({services[0]},P1)"]
+        *(f"inspect_logs({s})" for s in services[1:]),
+        f"declare({services[0]},P1)",
+    ]
 
     # One tool per allowed action, from the actions' own schemas, and a call is required.
     first = requests[0]
@@ -200,8 +231,7 @@ def test_json_mode_and_one_prompt_mode_resend_the_whole_observation(tmp_path: Pa
         return text(json.dumps({"action": "declare", "target": observation["services"][0], "severity": "P2"}))
 
     stub = ScriptedOpenAI({}, fallback=inspect_then_declare)
-    result, _ = run_llm(tmp_path, stub, "--tasks", "medium", "--episodes", "1", "--llm-reply", "json",
-                        "--in-process")
+    result, _ = run_llm(tmp_path, stub, "--tasks", "medium", "--episodes", "1", "--llm-reply", "json", "--in-process")
     assert result.returncode == 0, result.stderr
     first, second = stub.requests[incident]
     assert first["response_format"] == {"type": "json_object"} and "tools" not in first
@@ -220,10 +250,19 @@ def test_the_token_limit_goes_under_the_name_the_endpoint_accepts(tmp_path: Path
     def reasoning_model(request: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
         seen.append({k for k in ("max_tokens", "max_completion_tokens") if k in request})
         if "max_tokens" in request:
-            return 400, {"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this "
-                                              "model. Use 'max_completion_tokens' instead.",
-                                   "type": "invalid_request_error", "param": "max_tokens",
-                                   "code": "unsupported_parameter"}}, {}
+            return (
+                400,
+                {
+                    "error": {
+                        "message": "Unsupported parameter: 'max_tokens' is not supported with this "
+                        "model. Use 'max_completion_tokens' instead.",
+                        "type": "invalid_request_error",
+                        "param": "max_tokens",
+                        "code": "unsupported_parameter",
+                    }
+                },
+                {},
+            )
         return declare_first_service(request)
 
     stub = ScriptedOpenAI({}, fallback=reasoning_model)
@@ -235,8 +274,7 @@ def test_the_token_limit_goes_under_the_name_the_endpoint_accepts(tmp_path: Path
 
 def test_a_failing_model_endpoint_is_reported_and_counted_apart(tmp_path: Path) -> None:
     stub = ScriptedOpenAI({}, fallback=failure(503))
-    result, api = run_llm(tmp_path, stub, "--tasks", "easy", "--episodes", "5", "--concurrency", "1",
-                          "--in-process")
+    result, api = run_llm(tmp_path, stub, "--tasks", "easy", "--episodes", "5", "--concurrency", "1", "--in-process")
     assert result.returncode == 1
     episodes = parse_transcript(result.stdout)
     assert len(episodes) == 5 and all(e.steps == [] for e in episodes)
@@ -253,11 +291,19 @@ def test_a_failing_model_endpoint_is_reported_and_counted_apart(tmp_path: Path) 
 
 
 def test_a_refused_request_fails_its_episode_but_the_endpoint_is_still_called(tmp_path: Path) -> None:
-    too_long = (400, {"error": {"message": "This model's maximum context length is 8192 tokens.",
-                                "type": "invalid_request_error", "code": "context_length_exceeded"}}, {})
+    too_long = (
+        400,
+        {
+            "error": {
+                "message": "This model's maximum context length is 8192 tokens.",
+                "type": "invalid_request_error",
+                "code": "context_length_exceeded",
+            }
+        },
+        {},
+    )
     stub = ScriptedOpenAI({}, fallback=too_long)
-    result, _ = run_llm(tmp_path, stub, "--tasks", "easy", "--episodes", "5", "--concurrency", "1",
-                        "--in-process")
+    result, _ = run_llm(tmp_path, stub, "--tasks", "easy", "--episodes", "5", "--concurrency", "1", "--in-process")
     assert result.returncode == 1
     # Not retried, and each episode still asks: a request refused says nothing of the next one.
     assert sorted(stub.statuses.values()) == [[400]] * 5
@@ -273,8 +319,9 @@ def test_a_chat_turn_keeps_an_alert_that_is_still_firing_in_view() -> None:
     firing = [alert for alert in before.alerts if alert.status == "firing"]
     assert len(firing) >= 2
     moved = msgspec.structs.replace(firing[0], value=firing[0].value + 0.01)
-    after = msgspec.structs.replace(env.step(InspectLogs(target=before.services[-1], rationale="look")),
-                                    alerts=[moved, *before.alerts[1:]])
+    after = msgspec.structs.replace(
+        env.step(InspectLogs(target=before.services[-1], rationale="look")), alerts=[moved, *before.alerts[1:]]
+    )
     turn = delta_prompt(before, after)
     changed = revealed(before, after)
     assert changed["alerts"] == [msgspec.to_builtins(moved)]

@@ -17,25 +17,48 @@ from service_incident.tasks import TASKS
 
 def test_env_url_points_the_run_at_a_running_server(tmp_path: Path) -> None:
     with LocalServer() as server:
-        result = run_inference("--tasks", "hard,gen_hard", "--episodes", "2", "--seeds", "1,2",
-                               "--output", str(tmp_path), cwd=tmp_path, env={"ENV_URL": server.base_url})
+        result = run_inference(
+            "--tasks",
+            "hard,gen_hard",
+            "--episodes",
+            "2",
+            "--seeds",
+            "1,2",
+            "--output",
+            str(tmp_path),
+            cwd=tmp_path,
+            env={"ENV_URL": server.base_url},
+        )
         alive = server.process is not None and server.process.poll() is None
     assert result.returncode == 0, result.stderr
     assert alive  # the run used the server and left it running
     assert f"against {server.base_url}" in result.stderr
     episodes = parse_transcript(result.stdout)
-    expected = {f"{task}/{incident}@{seed}" for task in ("hard", "gen_hard")
-                for incident in TASKS[task].incidents[:2] for seed in (1, 2)}
+    expected = {
+        f"{task}/{incident}@{seed}"
+        for task in ("hard", "gen_hard")
+        for incident in TASKS[task].incidents[:2]
+        for seed in (1, 2)
+    }
     assert {e.task for e in episodes} == expected
     records = decode((tmp_path / "episodes.jsonl").read_bytes())
-    assert {(r.incident, r.seed) for r in records} == {(name.split("/")[1].split("@")[0], int(name[-1]))
-                                                      for name in expected}
+    assert {(r.incident, r.seed) for r in records} == {
+        (name.split("/")[1].split("@")[0], int(name[-1])) for name in expected
+    }
     assert f"environment: {server.base_url}" in (tmp_path / "report.md").read_text()
 
 
 def test_an_unreachable_server_is_reported_with_its_reason_and_nothing_is_played(tmp_path: Path) -> None:
-    result = run_inference("--tasks", "easy", "--episodes", "2", "--output", str(tmp_path / "out"), cwd=tmp_path,
-                           env={"ENV_URL": "http://127.0.0.1:9"})
+    result = run_inference(
+        "--tasks",
+        "easy",
+        "--episodes",
+        "2",
+        "--output",
+        str(tmp_path / "out"),
+        cwd=tmp_path,
+        env={"ENV_URL": "http://127.0.0.1:9"},
+    )
     assert (result.returncode, result.stdout) == (1, "")
     assert "cannot reach the environment at http://127.0.0.1:9: " in result.stderr
     assert "cannot open a session at ws://127.0.0.1:9/ws: " in result.stderr  # the client says why
@@ -44,8 +67,9 @@ def test_an_unreachable_server_is_reported_with_its_reason_and_nothing_is_played
 
 
 def children(pid: int) -> list[int]:
-    return [int(child) for task in Path(f"/proc/{pid}/task").iterdir()
-            for child in (task / "children").read_text().split()]
+    return [
+        int(child) for task in Path(f"/proc/{pid}/task").iterdir() for child in (task / "children").read_text().split()
+    ]
 
 
 def running(pid: int) -> bool:
@@ -64,9 +88,15 @@ def default_sigint() -> None:
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_sigterm_stops_a_run_like_ctrl_c(tmp_path: Path, stop: signal.Signals) -> None:
     """Episodes in flight end with their [END], the embedded server stops, the report covers what finished."""
-    process = subprocess.Popen([sys.executable, str(INFERENCE), "--agent", "random,expert", "--seeds", "1,2,3,4",
-                                "--concurrency", "2"], cwd=tmp_path, env=inference_environ(),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+    process = subprocess.Popen(
+        [sys.executable, str(INFERENCE), "--agent", "random,expert", "--seeds", "1,2,3,4", "--concurrency", "2"],
+        cwd=tmp_path,
+        env=inference_environ(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
     try:
         assert process.stdout is not None
         first = process.stdout.readline()  # an episode has been played: the server is up
@@ -94,9 +124,25 @@ def test_a_server_that_goes_away_mid_run_fails_the_rest_apart_from_the_mean(tmp_
     server = LocalServer()
     url = server.start()
     try:
-        process = subprocess.Popen([sys.executable, str(INFERENCE), "--agent", "random", "--seeds", "1,2,3,4",
-                                    "--concurrency", "1", "--env-url", url], cwd=tmp_path,
-                                   env=inference_environ(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                str(INFERENCE),
+                "--agent",
+                "random",
+                "--seeds",
+                "1,2,3,4",
+                "--concurrency",
+                "1",
+                "--env-url",
+                url,
+            ],
+            cwd=tmp_path,
+            env=inference_environ(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert process.stdout is not None and process.stderr is not None
         first = process.stdout.readline()
         assert first.startswith("[START]")

@@ -13,14 +13,33 @@ from service_incident.harness import report
 from service_incident.harness.records import EpisodeRecord, Failure
 
 
-def record(name: str, score: float, *, agent: str = "a", task: str = "easy", failure: Failure | None = None,
-           breakdown: dict[str, float] | None = None, replayable: bool = True,
-           prompt_tokens: int = 0) -> EpisodeRecord:
+def record(
+    name: str,
+    score: float,
+    *,
+    agent: str = "a",
+    task: str = "easy",
+    failure: Failure | None = None,
+    breakdown: dict[str, float] | None = None,
+    replayable: bool = True,
+    prompt_tokens: int = 0,
+) -> EpisodeRecord:
     reset = ServiceIncidentEnvironment().reset(task_id="easy", seed=1) if replayable else None
-    return EpisodeRecord(name=name, task=task, incident=name, seed=1, agent=agent, score=score, success=score >= 0.5,
-                         graded=failure is None, breakdown=breakdown, failure=failure,
-                         error=None if failure is None else f"{failure} went wrong", reset=reset,
-                         prompt_tokens=prompt_tokens)
+    return EpisodeRecord(
+        name=name,
+        task=task,
+        incident=name,
+        seed=1,
+        agent=agent,
+        score=score,
+        success=score >= 0.5,
+        graded=failure is None,
+        breakdown=breakdown,
+        failure=failure,
+        error=None if failure is None else f"{failure} went wrong",
+        reset=reset,
+        prompt_tokens=prompt_tokens,
+    )
 
 
 def links(text: str) -> dict[str, dict[str, list[str]]]:
@@ -54,9 +73,14 @@ def test_confidence_intervals_use_student_t_and_only_where_the_sample_allows() -
 
 
 def test_failures_that_are_not_the_agents_stay_out_of_its_mean_and_are_listed() -> None:
-    records = [record("e1", 0.9), record("e2", 0.5), record("e3", 0.01, failure="agent"),
-               record("e4", 0.01, failure="environment", replayable=False), record("e5", 0.01, failure="model"),
-               record("e6", 0.01, failure="model")]
+    records = [
+        record("e1", 0.9),
+        record("e2", 0.5),
+        record("e3", 0.01, failure="agent"),
+        record("e4", 0.01, failure="environment", replayable=False),
+        record("e5", 0.01, failure="model"),
+        record("e6", 0.01, failure="model"),
+    ]
     summary = report.summarize(records)
     assert (summary.n, summary.failed, summary.apart) == (3, 1, {"environment": 1, "model": 2})
     assert summary.mean == pytest.approx((0.9 + 0.5 + 0.01) / 3)
@@ -87,10 +111,14 @@ def test_mean_score_by_part_per_agent_and_suite() -> None:
 def test_replay_links_open_each_agents_own_episode() -> None:
     # Two agents played the same incidents; an episode without observations is not replayable and
     # the page does not number it.
-    records = [record("easy/1", 0.3, agent="random"), record("easy/2", 0.9, agent="random", failure="environment",
-                                                                   replayable=False),
-               record("easy/2", 0.2, agent="random"), record("easy/1", 0.8, agent="expert"),
-               record("easy/2", 0.7, agent="expert"), record("easy/3", 0.9, agent="expert")]
+    records = [
+        record("easy/1", 0.3, agent="random"),
+        record("easy/2", 0.9, agent="random", failure="environment", replayable=False),
+        record("easy/2", 0.2, agent="random"),
+        record("easy/1", 0.8, agent="expert"),
+        record("easy/2", 0.7, agent="expert"),
+        record("easy/3", 0.9, agent="expert"),
+    ]
     found = links(report.markdown(records, episodes_file="run.jsonl"))
     assert found == {
         "random · easy/2": {"replay": ["/results/run.jsonl"], "episode": ["1"]},

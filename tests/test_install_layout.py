@@ -16,7 +16,7 @@ def installed_name(folder: Path) -> str:
     relative = folder.relative_to(ROOT).as_posix()
     for package, source in SETUPTOOLS["package-dir"].items():
         if relative == source or relative.startswith(source + "/"):
-            return package + relative[len(source):].replace("/", ".")
+            return package + relative[len(source) :].replace("/", ".")
     return relative.replace("/", ".")
 
 

@@ -11,10 +11,19 @@ from install_support import environment, fresh_copy, run
 
 from service_incident.tasks import TASKS
 
-LEFT_BEHIND = (".venv/lib/site.py", ".venv/openenv/.installed", ".venvs/openenv/.installed", "build/lib/x.py",
-               "results/episodes.jsonl", "test-artifacts/web/play.png", ".pytest_cache/README.md",
-               ".ruff_cache/CACHEDIR.TAG", "service_incident.egg-info/PKG-INFO", "service_incident/__pycache__/x.pyc",
-               "tests/__pycache__/y.pyc")
+LEFT_BEHIND = (
+    ".venv/lib/site.py",
+    ".venv/openenv/.installed",
+    ".venvs/openenv/.installed",
+    "build/lib/x.py",
+    "results/episodes.jsonl",
+    "test-artifacts/web/play.png",
+    ".pytest_cache/README.md",
+    ".ruff_cache/CACHEDIR.TAG",
+    "service_incident.egg-info/PKG-INFO",
+    "service_incident/__pycache__/x.pyc",
+    "tests/__pycache__/y.pyc",
+)
 
 # A venv whose interpreter is another Python than the one the Makefile builds with.
 FOREIGN_PYTHON = "#!/bin/sh\necho /opt/python3.9 3 9\n"
@@ -72,8 +81,13 @@ def test_make_run_rebuilds_a_venv_of_another_python(made_run: tuple[Path, str]) 
     checkout, _ = made_run
     venv = checkout / ".venv"
     assert not (venv / "left-by-the-old-python").exists()
-    assert run([venv / "bin" / "python", "-c", "import sys, service_incident; print(sys.version_info >= (3, 11))"],
-               cwd=checkout).stdout.strip() == "True"
+    assert (
+        run(
+            [venv / "bin" / "python", "-c", "import sys, service_incident; print(sys.version_info >= (3, 11))"],
+            cwd=checkout,
+        ).stdout.strip()
+        == "True"
+    )
     assert up_to_date(checkout, ".venv/.installed")
 
 

@@ -22,8 +22,10 @@ pytestmark = pytest.mark.slow
 # What setuptools says when its configuration leaves something out or relies on deprecated
 # behaviour. Editable installs of a flat layout (the top-level service_incident/ folder) always add
 # one informational note (`BuildBackendWarning: Editable installation.`): it is not one of these.
-SETUPTOOLS_WARNINGS = re.compile(r"SetuptoolsDeprecationWarning|SetuptoolsWarning|_Warning|would be ignored|"
-                                 r"absent from the `packages` configuration|is deprecated")
+SETUPTOOLS_WARNINGS = re.compile(
+    r"SetuptoolsDeprecationWarning|SetuptoolsWarning|_Warning|would be ignored|"
+    r"absent from the `packages` configuration|is deprecated"
+)
 
 CHECK_IMPORTS = (
     "import importlib.resources, service_incident.server.app, service_incident.client, service_incident.harness;"
@@ -79,8 +81,9 @@ def imported_files(python: Path, checkout: Path, cwd: Path) -> list[str]:
 def test_installing_prints_no_setuptools_warning(wheel: Install, editable: Install) -> None:
     for log in (wheel.log, editable.log):
         assert "Successfully installed" in log
-        assert not SETUPTOOLS_WARNINGS.findall(log), [line for line in log.splitlines()
-                                                      if SETUPTOOLS_WARNINGS.search(line)]
+        assert not SETUPTOOLS_WARNINGS.findall(log), [
+            line for line in log.splitlines() if SETUPTOOLS_WARNINGS.search(line)
+        ]
 
 
 def test_the_installed_package_is_whole(wheel: Install, checkout: Path, elsewhere: Path) -> None:
@@ -93,13 +96,15 @@ def test_an_editable_install_runs_the_checkout(editable: Install, checkout: Path
     probe = checkout / "service_incident" / "probe_edit.py"
     probe.write_text("EDITED = 42\n")
     try:  # a change in the checkout is what runs, without reinstalling
-        result = run([editable.python, "-c", "from service_incident.probe_edit import EDITED; print(EDITED)"],
-                     cwd=elsewhere)
+        result = run(
+            [editable.python, "-c", "from service_incident.probe_edit import EDITED; print(EDITED)"], cwd=elsewhere
+        )
         assert result.stdout.strip() == "42"
     finally:
         probe.unlink()
-    assert "service-incident-dataset" in run([editable.bin / "service-incident-dataset", "--help"],
-                                             cwd=elsewhere).stdout
+    assert (
+        "service-incident-dataset" in run([editable.bin / "service-incident-dataset", "--help"], cwd=elsewhere).stdout
+    )
 
 
 @pytest.mark.parametrize("where", ["root", "elsewhere"])
@@ -121,16 +126,20 @@ def test_the_dataset_validates(wheel: Install, checkout: Path, elsewhere: Path, 
 
 
 def test_the_evaluation_command_is_installed(wheel: Install, elsewhere: Path) -> None:
-    result = run([wheel.bin / "service-incident-evaluate", "--tasks", "easy,gen_hard", "--episodes", "2"],
-                 cwd=elsewhere)
+    result = run(
+        [wheel.bin / "service-incident-evaluate", "--tasks", "easy,gen_hard", "--episodes", "2"], cwd=elsewhere
+    )
     played = sorted(episode.task for episode in parse_transcript(result.stdout))
-    assert played == sorted(f"{task}/{incident}" for task in ("easy", "gen_hard")
-                            for incident in TASKS[task].incidents[:2])
+    assert played == sorted(
+        f"{task}/{incident}" for task in ("easy", "gen_hard") for incident in TASKS[task].incidents[:2]
+    )
 
 
 def test_the_dataset_command_is_installed(wheel: Install, elsewhere: Path) -> None:
-    assert "identical to a fresh build" in run([wheel.bin / "service-incident-dataset", "validate", "--seeds", "5"],
-                                               cwd=elsewhere).stdout
+    assert (
+        "identical to a fresh build"
+        in run([wheel.bin / "service-incident-dataset", "validate", "--seeds", "5"], cwd=elsewhere).stdout
+    )
     exported = run([wheel.bin / "service-incident-dataset", "export", elsewhere / "export"], cwd=elsewhere)
     assert "exported" in exported.stdout and (elsewhere / "export" / "generated_eval.jsonl").stat().st_size > 0
 
@@ -140,8 +149,10 @@ def test_the_server_starts(wheel: Install, checkout: Path, elsewhere: Path, how:
     port = free_port()
     commands = {
         "server": ([wheel.bin / "server", "--port", port], elsewhere),
-        "python -m service_incident.server": ([wheel.python, "-m", "service_incident.server", "--port", port],
-                                              elsewhere),
+        "python -m service_incident.server": (
+            [wheel.python, "-m", "service_incident.server", "--port", port],
+            elsewhere,
+        ),
         # OpenEnv's way: openenv.yaml's `app`, from the repository root.
         "uvicorn server.app:app": ([wheel.bin / "uvicorn", "server.app:app", "--port", port], checkout),
     }

@@ -34,8 +34,9 @@ def _blocks(language: str) -> list[str]:
 
 def _run(python: str | Path, code: str, cwd: Path) -> str:
     # absolute(), not resolve(): a venv's interpreter is a link that must stay the venv's.
-    done = subprocess.run([str(Path(python).absolute()), "-c", code], capture_output=True, text=True, timeout=120,
-                          cwd=cwd)
+    done = subprocess.run(
+        [str(Path(python).absolute()), "-c", code], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # Runs in the stock venv, where this package is installed beside `openenv`.
-DISCOVERY = r'''
+DISCOVERY = r"""
 import asyncio, json, sys
 from openenv import AutoAction, AutoEnv
 
@@ -32,7 +32,7 @@ async def play():
 out = {"client": type(env).__module__ + "." + type(env).__name__, "action": Action.__name__}
 out.update(asyncio.run(play()))
 print(json.dumps(out))
-'''
+"""
 
 
 def test_the_distribution_carries_the_manifest_openenv_reads() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from service_incident.models import ACTION_NAMES
 
 # Runs in the stock venv: only `openenv` and the standard library are importable there.
-STOCK_CLIENT = r'''
+STOCK_CLIENT = r"""
 import asyncio, json, sys
 from typing import Optional
 from openenv.core import EnvClient
@@ -78,7 +78,7 @@ async def typed():
 
 out["typed"] = asyncio.run(typed())
 print(json.dumps(out))
-'''
+"""
 
 
 def run_stock(openenv_python: Path, script: str, *args: str, timeout: float = 60) -> Any:

@@ -21,7 +21,7 @@ from service_incident import scoring
 ROOT = Path(__file__).resolve().parent.parent
 
 # Runs in the stock venv: collect one episode from a live server and grade it.
-RUNTIME_GRADERS = r'''
+RUNTIME_GRADERS = r"""
 import json, sys
 from pathlib import Path
 from openenv.validation.graders import Subject
@@ -46,7 +46,7 @@ results = {g.check_id: g.run(subject) for g in (RewardWellFormedGrader(), Observ
                                                   StateContractGrader())}
 print(json.dumps({"failure": evidence.failure_reason, "exchanges": len(evidence.exchanges),
                   "results": {k: [r.status.value, r.evidence] for k, r in results.items()}}))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +59,10 @@ def stock_runs(openenv_python: Path, server_url: str, tmp_path_factory: pytest.T
         "url": [cli, "validate", "--url", server_url, "--json"],
         "graders": [str(openenv_python), "-c", RUNTIME_GRADERS, server_url, str(package)],
     }
-    running = {name: subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for name, c in commands.items()}
+    running = {
+        name: subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name, c in commands.items()
+    }
     return {name: (process.communicate(timeout=120), process.returncode) for name, process in running.items()}
 
 
@@ -87,8 +89,12 @@ def test_openenv_validate_url_passes_on_our_server(stock_runs: dict[str, Any]) -
     assert url["passed"] is True and url["standard_profile"] == "openenv-http/1.x"
     assert url["mode"] == "simulation"
     assert {c["id"] for c in url["criteria"] if c["passed"]} == {
-        "openapi_version_available", "health_endpoint", "metadata_endpoint", "schema_endpoint",
-        "mcp_endpoint", "mode_endpoint_consistency",
+        "openapi_version_available",
+        "health_endpoint",
+        "metadata_endpoint",
+        "schema_endpoint",
+        "mcp_endpoint",
+        "mode_endpoint_consistency",
     }
 
 

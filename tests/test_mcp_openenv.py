@@ -13,7 +13,7 @@ from service_incident.client import LocalServer
 from service_incident.models import ACTION_NAMES
 
 # Runs in the stock venv: only `openenv` and the standard library are importable there.
-STOCK_MCP_CLIENT = r'''
+STOCK_MCP_CLIENT = r"""
 import asyncio, json, sys
 from openenv.core.mcp_client import MCPToolClient
 
@@ -32,7 +32,7 @@ async def main(url):
     return out
 
 print(json.dumps(asyncio.run(main(sys.argv[1]))))
-'''
+"""
 
 
 def test_stock_mcp_tool_client_plays_an_http_session(openenv_python: Path, server_url: str) -> None:
@@ -45,7 +45,7 @@ def test_stock_mcp_tool_client_plays_an_http_session(openenv_python: Path, serve
 
 
 # The 1.x SDK's client, as its own documentation has it; it offers the newest handshake revision.
-SDK_1X_CLIENT = r'''
+SDK_1X_CLIENT = r"""
 import asyncio, json, sys
 from importlib.metadata import version
 from mcp import ClientSession
@@ -64,7 +64,7 @@ async def main(url):
                 "look": look.content[0].text, "end": end.structuredContent}
 
 print(json.dumps(asyncio.run(main(sys.argv[1]))))
-'''
+"""
 
 
 def test_the_1x_sdk_client_plays_an_episode(openenv_python: Path, server_url: str) -> None:

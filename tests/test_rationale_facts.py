@@ -50,14 +50,17 @@ DEPLOYS = "2026-03-29T13:57:14Z deploy v5.8.5: logging format change by ci-bot; 
 METRICS = "p50 211 ms, p99 617 ms, error rate 0.0015, 931.0 req/s, cpu 23.1%, memory 49.9%"
 
 
-@pytest.mark.parametrize("rationale", [
-    "v5.8.5 deployed 13:57 changed models/amount.go; errors started 13:59 with unmarshal panic on Order.amount",
-    "all 4 pods CrashLoopBackOff exit 139 (signal 11), image v1.25.10, ready=0",
-    "pod 5691b CrashLoopBackOff, b89fd OOMKilled",
-    "TypeError on NoneType since 13:59, build=v5.8.5",
-    "dial tcp 10.42.0.17:5432 refused since 13:59",
-    "error rate 0.15% at 931 req/s after the rollback, cpu 23%",
-])
+@pytest.mark.parametrize(
+    "rationale",
+    [
+        "v5.8.5 deployed 13:57 changed models/amount.go; errors started 13:59 with unmarshal panic on Order.amount",
+        "all 4 pods CrashLoopBackOff exit 139 (signal 11), image v1.25.10, ready=0",
+        "pod 5691b CrashLoopBackOff, b89fd OOMKilled",
+        "TypeError on NoneType since 13:59, build=v5.8.5",
+        "dial tcp 10.42.0.17:5432 refused since 13:59",
+        "error rate 0.15% at 931 req/s after the rollback, cpu 23%",
+    ],
+)
 def test_what_an_engineer_cites_from_a_roots_views_earns_the_credit(rationale: str) -> None:
     views = [("db", HEALTH), ("db", LOGS), ("db", DEPLOYS), ("db", METRICS)]
     assert _credit(views, rationale) == 1.0
@@ -86,16 +89,26 @@ def test_invented_facts_dilute_the_credit() -> None:
     views = [("db", HEALTH)]
     honest = _credit(views, "CrashLoopBackOff exit 139 signal 11")
     # Stuffing with every pod state and exception name: one of them is true, the rest dilute it.
-    stuffed = _credit(views, "CrashLoopBackOff ImagePullBackOff ErrImagePull NullPointerException NoneType SIGSEGV "
-                             "OutOfMemoryError ECONNREFUSED v1.2.3 v2.0.1 main.go 13:05")
+    stuffed = _credit(
+        views,
+        "CrashLoopBackOff ImagePullBackOff ErrImagePull NullPointerException NoneType SIGSEGV "
+        "OutOfMemoryError ECONNREFUSED v1.2.3 v2.0.1 main.go 13:05",
+    )
     assert honest == 1.0 and stuffed < 0.1
     # The postmortem names the facts seen nowhere.
-    episode = _play("easy_incident_triage", [
-        {"action": "inspect_deploys", "target": "payment-service", "rationale": "v9.9.9 shipped"},
-        {"action": "rollback", "target": "payment-service", "rationale": "v5.8.5 changed models/amount.go at 13:57"},
-        {"action": "declare", "target": "payment-service", "severity": "P0", "rationale": "v5.8.5 at 13:57"},
-        {"action": "resolve", "target": "payment-service", "rationale": "rolled back v5.8.5"},
-    ])
+    episode = _play(
+        "easy_incident_triage",
+        [
+            {"action": "inspect_deploys", "target": "payment-service", "rationale": "v9.9.9 shipped"},
+            {
+                "action": "rollback",
+                "target": "payment-service",
+                "rationale": "v5.8.5 changed models/amount.go at 13:57",
+            },
+            {"action": "declare", "target": "payment-service", "severity": "P0", "rationale": "v5.8.5 at 13:57"},
+            {"action": "resolve", "target": "payment-service", "rationale": "rolled back v5.8.5"},
+        ],
+    )
     assert episode.postmortem is not None
     missed = episode.postmortem.missed["rationale"]
     assert "3 distinct fact(s)" in missed and "seen in no view (they dilute the credit): v9.9.9" in missed
@@ -103,21 +116,46 @@ def test_invented_facts_dilute_the_credit() -> None:
 
 def test_an_engineers_rationales_over_a_real_episode_earn_the_credit() -> None:
     """A responder's own words over the views it opened: the release, the file it changed, the panic."""
-    last = _play("easy_incident_triage", [
-        {"action": "inspect_logs", "target": "payment-service",
-         "rationale": "payment-service 55% errors, gateway 503 upstream returned 503"},
-        {"action": "inspect_deploys", "target": "payment-service",
-         "rationale": "panics tagged build=v5.8.5, uptime 0h suggests recent rollout"},
-        {"action": "rollback", "target": "payment-service",
-         "rationale": "v5.8.5 deployed 13:57 changed models/amount.go; errors started 13:59 with unmarshal panic on "
-                      "Order.amount build=v5.8.5"},
-        {"action": "inspect_metrics", "target": "payment-service", "rationale": "verify rollback recovered error rate"},
-        {"action": "declare", "target": "payment-service", "severity": "P0",
-         "rationale": "payment-service (user-facing) failed 55% of requests after v5.8.5 deploy; rolled back, "
-                      "recovered to 0.15%"},
-        {"action": "resolve", "target": "payment-service",
-         "rationale": "rollback of v5.8.5 restored payment-service error rate and gateway to 0.2%; alerts resolved"},
-    ])
+    last = _play(
+        "easy_incident_triage",
+        [
+            {
+                "action": "inspect_logs",
+                "target": "payment-service",
+                "rationale": "payment-service 55% errors, gateway 503 upstream returned 503",
+            },
+            {
+                "action": "inspect_deploys",
+                "target": "payment-service",
+                "rationale": "panics tagged build=v5.8.5, uptime 0h suggests recent rollout",
+            },
+            {
+                "action": "rollback",
+                "target": "payment-service",
+                "rationale": "v5.8.5 deployed 13:57 changed models/amount.go; errors started 13:59 "
+                "with unmarshal panic on "
+                "Order.amount build=v5.8.5",
+            },
+            {
+                "action": "inspect_metrics",
+                "target": "payment-service",
+                "rationale": "verify rollback recovered error rate",
+            },
+            {
+                "action": "declare",
+                "target": "payment-service",
+                "severity": "P0",
+                "rationale": "payment-service (user-facing) failed 55% of requests after v5.8.5 deploy; rolled back, "
+                "recovered to 0.15%",
+            },
+            {
+                "action": "resolve",
+                "target": "payment-service",
+                "rationale": "rollback of v5.8.5 restored payment-service error rate and gateway to 0.2%; "
+                "alerts resolved",
+            },
+        ],
+    )
     assert last.breakdown is not None and last.breakdown["rationale"] == FULL
 
 

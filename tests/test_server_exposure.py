@@ -121,8 +121,13 @@ def stream_body(port: int, path: str, total: int, chunked: bool) -> int:
     """POST `total` bytes of body in 1 MiB pieces until the server stops reading; its status code."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
         framing = b"Transfer-Encoding: chunked" if chunked else f"Content-Length: {total}".encode()
-        raw.sendall(b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                    + framing + b"\r\n\r\n")
+        raw.sendall(
+            b"POST "
+            + path.encode()
+            + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + framing
+            + b"\r\n\r\n"
+        )
         piece = b"[" * (1 << 20)
         sent = 0
         try:
@@ -254,8 +259,9 @@ def test_a_head_larger_than_the_limit_is_refused(server_url: str) -> None:
 # --- cross-site requests --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data",
-                                          None])
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data", None]
+)
 def test_post_bodies_must_be_json(server_url: str, content_type: str | None) -> None:
     headers = {"Content-Type": content_type} if content_type else {}
     with client(server_url) as http:
@@ -306,8 +312,9 @@ def server_log() -> Iterator[list[logging.LogRecord]]:
         logger.removeHandler(handler)
 
 
-def test_invalid_utf8_closes_with_1007_and_logs_no_traceback(server_url: str,
-                                                            server_log: list[logging.LogRecord]) -> None:
+def test_invalid_utf8_closes_with_1007_and_logs_no_traceback(
+    server_url: str, server_log: list[logging.LogRecord]
+) -> None:
     async def send_bad_text() -> int | None:
         async with connect(ws_url(server_url)) as ws:
             # websockets checks what it sends: put the frame on the wire by hand (masked, as a client must).
@@ -326,8 +333,10 @@ def test_a_client_leaving_mid_body_logs_no_traceback(server_url: str, server_log
     port = int(server_url.rsplit(":", 1)[1])
     for _ in range(3):
         with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
-            raw.sendall(b"POST /step HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                        b"Content-Length: 1000\r\n\r\n{\"action\": ")
+            raw.sendall(
+                b"POST /step HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b'Content-Length: 1000\r\n\r\n{"action": '
+            )
     assert httpx.get(f"{server_url}/health").status_code == 200  # it has handled the three by now
     assert not [r for r in server_log if r.exc_info]
 

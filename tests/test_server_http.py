@@ -150,15 +150,18 @@ def test_mcp_errors_are_jsonrpc_with_http_200(http: httpx.Client) -> None:
     assert rpc(http, "nope")["error"]["code"] == -32601
     bad = rpc(http, "tools/call", {"name": "declare", "arguments": {"target": "db"}})
     assert bad["error"]["code"] == -32602 and "severity" in bad["error"]["message"]
-    assert rpc(http, "tools/call", {"name": "inspect_logs", "arguments": {"target": "db"},
-                                    "session_id": "nope"})["error"]["code"] == -32602
+    assert (
+        rpc(http, "tools/call", {"name": "inspect_logs", "arguments": {"target": "db"}, "session_id": "nope"})["error"][
+            "code"
+        ]
+        == -32602
+    )
 
 
 def test_mcp_tools_play_an_http_episode(http: httpx.Client) -> None:
     tools = rpc(http, "tools/list")["result"]["tools"]
     assert [t["name"] for t in tools] == list(ACTION_NAMES)
-    assert all(t["inputSchema"]["type"] == "object" and "action" not in t["inputSchema"]["properties"]
-               for t in tools)
+    assert all(t["inputSchema"]["type"] == "object" and "action" not in t["inputSchema"]["properties"] for t in tools)
     session = rpc(http, "openenv/session/create", {"task_id": "easy", "seed": 3})["result"]["session_id"]
     services = http.get("/state", params={"episode_id": session}).json()
     assert services["step_count"] == 0

@@ -18,21 +18,26 @@ from service_incident.server.protocol import (
 )
 
 
-@pytest.mark.parametrize("text", [
-    json.dumps({"type": "step", "data": {"action": "inspect_logs", "target": "db", "rationale": "[" * 5000}}),
-    "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH,
-    '{"a": [' * (MAX_JSON_DEPTH // 2) + "1" + "]}" * (MAX_JSON_DEPTH // 2),
-    "[" * 5000,  # unbalanced: not deep, broken; the decoder says so
-    r'["\"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["]',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        json.dumps({"type": "step", "data": {"action": "inspect_logs", "target": "db", "rationale": "[" * 5000}}),
+        "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH,
+        '{"a": [' * (MAX_JSON_DEPTH // 2) + "1" + "]}" * (MAX_JSON_DEPTH // 2),
+        "[" * 5000,  # unbalanced: not deep, broken; the decoder says so
+        r'["\"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["]',
+    ],
+)
 def test_shallow_documents_pass_whatever_their_strings_hold(text: str) -> None:
     check_depth(text)
     check_depth(text.encode())
 
 
 def test_one_level_too_deep_is_refused() -> None:
-    for text in ("[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1),
-                 "[{" * (MAX_JSON_DEPTH // 2) + "[]" + "}]" * (MAX_JSON_DEPTH // 2)):
+    for text in (
+        "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1),
+        "[{" * (MAX_JSON_DEPTH // 2) + "[]" + "}]" * (MAX_JSON_DEPTH // 2),
+    ):
         with pytest.raises(TooDeep):
             check_depth(text)
 

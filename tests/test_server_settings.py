@@ -12,8 +12,14 @@ README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 
 
 def test_environment_variables_are_the_upper_case_field_names() -> None:
-    settings = Settings.load({"MAX_CONCURRENT_ENVS": "64", "WS_PING_INTERVAL_S": "none",
-                              "WS_PER_MESSAGE_DEFLATE": "true", "SESSION_IDLE_TIMEOUT_S": "2.5"})
+    settings = Settings.load(
+        {
+            "MAX_CONCURRENT_ENVS": "64",
+            "WS_PING_INTERVAL_S": "none",
+            "WS_PER_MESSAGE_DEFLATE": "true",
+            "SESSION_IDLE_TIMEOUT_S": "2.5",
+        }
+    )
     assert settings.max_concurrent_envs == 64
     assert settings.ws_ping_interval_s is None
     assert settings.ws_per_message_deflate is True
@@ -25,8 +31,10 @@ def test_keyword_overrides_win_over_the_environment() -> None:
     assert Settings.load({"PORT": "9000"}, port=9100).port == 9100
 
 
-@pytest.mark.parametrize("environ", [{"MAX_CONCURRENT_ENVS": "0"}, {"PORT": "eighty"},
-                                     {"SESSION_IDLE_TIMEOUT_S": "-1"}, {"LOG_LEVEL": "loud"}])
+@pytest.mark.parametrize(
+    "environ",
+    [{"MAX_CONCURRENT_ENVS": "0"}, {"PORT": "eighty"}, {"SESSION_IDLE_TIMEOUT_S": "-1"}, {"LOG_LEVEL": "loud"}],
+)
 def test_bad_values_are_refused_with_the_setting_named(environ: dict[str, str]) -> None:
     with pytest.raises(ValueError, match="invalid server setting"):
         Settings.load(environ)

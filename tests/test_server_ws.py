@@ -115,17 +115,37 @@ BAD_FRAMES: dict[str, tuple[str | bytes, str, list[Any] | None, bool]] = {
     "data on state": ('{"type": "state", "data": {}}', VALIDATION, ["data"], False),
     "extra envelope field": (json.dumps({**STEP, "timeout_s": 3}), VALIDATION, ["timeout_s"], False),
     "null reset data": ('{"type": "reset", "data": null}', VALIDATION, ["data"], False),
-    "unknown reset field": ('{"type": "reset", "data": {"difficulty": "easy"}}', VALIDATION,
-                            ["data", "difficulty"], False),
+    "unknown reset field": (
+        '{"type": "reset", "data": {"difficulty": "easy"}}',
+        VALIDATION,
+        ["data", "difficulty"],
+        False,
+    ),
     "unknown task": ('{"type": "reset", "data": {"task_id": "impossible"}}', VALIDATION, [], False),
-    "unknown action": (json.dumps({"type": "step", "data": {"action": "reboot", "target": "db"}}),
-                       VALIDATION, ["action"], False),
-    "action missing field": ('{"type": "step", "data": {"action": "declare", "target": "db"}}',
-                             VALIDATION, ["severity"], False),
-    "action extra field": (json.dumps({"type": "step", "data": {**STEP["data"], "force": True}}),
-                           VALIDATION, ["force"], False),
-    "action wrong type": ('{"type": "step", "data": {"action": "inspect_logs", "target": 5}}',
-                          VALIDATION, ["target"], False),
+    "unknown action": (
+        json.dumps({"type": "step", "data": {"action": "reboot", "target": "db"}}),
+        VALIDATION,
+        ["action"],
+        False,
+    ),
+    "action missing field": (
+        '{"type": "step", "data": {"action": "declare", "target": "db"}}',
+        VALIDATION,
+        ["severity"],
+        False,
+    ),
+    "action extra field": (
+        json.dumps({"type": "step", "data": {**STEP["data"], "force": True}}),
+        VALIDATION,
+        ["force"],
+        False,
+    ),
+    "action wrong type": (
+        '{"type": "step", "data": {"action": "inspect_logs", "target": 5}}',
+        VALIDATION,
+        ["target"],
+        False,
+    ),
 }
 
 
@@ -258,8 +278,12 @@ async def test_mcp_message_lists_and_calls_tools_on_this_session(server_url: str
         tools = await ask(ws, {"type": "mcp", "data": {"jsonrpc": "2.0", "method": "tools/list", "id": 7}})
         assert tools["type"] == "mcp" and tools["data"]["id"] == 7
         assert [t["name"] for t in tools["data"]["result"]["tools"]] == list(ACTION_NAMES)
-        call = {"jsonrpc": "2.0", "method": "tools/call", "id": "c1",
-                "params": {"name": "inspect_metrics", "arguments": {"target": "db"}}}
+        call = {
+            "jsonrpc": "2.0",
+            "method": "tools/call",
+            "id": "c1",
+            "params": {"name": "inspect_metrics", "arguments": {"target": "db"}},
+        }
         result = (await ask(ws, {"type": "mcp", "data": call}))["data"]["result"]
         assert result["structuredContent"]["observation"]["step_count"] == 1
         assert (await ask(ws, {"type": "state"}))["data"]["step_count"] == 1

@@ -212,8 +212,9 @@ def postmortem_shown(driver: Any) -> dict[str, Any]:
     rows = driver.find_elements(By.CSS_SELECTOR, "#postmortem .roots tbody tr")
     return {
         "head": texts(driver, "#postmortem .roots thead th"),
-        "rows": [[c.get_attribute("textContent").strip() for c in r.find_elements(By.CSS_SELECTOR, "th, td")]
-                 for r in rows],
+        "rows": [
+            [c.get_attribute("textContent").strip() for c in r.find_elements(By.CSS_SELECTOR, "th, td")] for r in rows
+        ],
         "severity": texts(driver, "#postmortem .pm-severity"),
     }
 
@@ -225,12 +226,23 @@ def postmortem_expected(report: dict[str, Any]) -> dict[str, Any]:
     yes = {True: "yes", False: "no"}
     severity = []
     if report["severity"]:
-        severity = [f"severity expected: {report['severity']}, declared {report['declared_severity'] or 'none'}. "
-                    f"{report['severity_basis']}"]
+        severity = [
+            f"severity expected: {report['severity']}, declared {report['declared_severity'] or 'none'}. "
+            f"{report['severity_basis']}"
+        ]
     return {
         "head": ["root cause", "fault", "fixes", "named", "fixed", *(f"{p.replace('_', ' ')} credited" for p in parts)],
-        "rows": [[r["service"], r["fault"], ", ".join(r["fixes"]), yes[r["named"]], yes[r["fixed"]],
-                  *(f"{r['credited'][p]:.3f}" for p in parts)] for r in roots],
+        "rows": [
+            [
+                r["service"],
+                r["fault"],
+                ", ".join(r["fixes"]),
+                yes[r["named"]],
+                yes[r["fixed"]],
+                *(f"{r['credited'][p]:.3f}" for p in parts),
+            ]
+            for r in roots
+        ],
         "severity": severity,
     }
 
@@ -503,7 +515,8 @@ def test_a_full_server_is_said_so_and_a_freed_slot_is_usable(page: Any, make_ser
 
 @pytest.mark.parametrize("task_id", ["holdout_expert", "gen_expert"])
 def test_a_held_out_episode_on_the_page_shows_no_seed_and_no_answer(
-        page: Any, make_server: Callable[..., str], task_id: str) -> None:
+    page: Any, make_server: Callable[..., str], task_id: str
+) -> None:
     from holdout_support import KEY, leaks
 
     base_url = make_server(holdout_key=KEY)

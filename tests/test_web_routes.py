@@ -72,8 +72,15 @@ def test_the_script_never_writes_html() -> None:
 
 def test_results_folder_is_served_for_replay_by_url(make_server: Callable[..., str], tmp_path: Path) -> None:
     env = ServiceIncidentEnvironment()
-    record = EpisodeRecord(name="easy/easy_001", task="easy", incident="easy_001", seed=1, agent="expert",
-                           score=0.42, reset=env.reset(task_id="easy", seed=1, incident_id="easy_001"))
+    record = EpisodeRecord(
+        name="easy/easy_001",
+        task="easy",
+        incident="easy_001",
+        seed=1,
+        agent="expert",
+        score=0.42,
+        reset=env.reset(task_id="easy", seed=1, incident_id="easy_001"),
+    )
     (tmp_path / "episodes.jsonl").write_bytes(encode(record))
     base = make_server(results_dir=str(tmp_path))
     served = httpx.get(f"{base}/results/episodes.jsonl")

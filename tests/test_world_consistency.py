@@ -72,7 +72,9 @@ def _signatures(fault_type: str, tech: str) -> list[str]:
     """The longest literal of each of the fault's own warnings and errors on this technology."""
     return [
         max(re.split(r"\{[^}]*\}", line.split(" ", 1)[1]), key=len).strip()
-        for phrasing in FAULTS[fault_type].phrasings(tech) for line in phrasing if not line.startswith("INFO")
+        for phrasing in FAULTS[fault_type].phrasings(tech)
+        for line in phrasing
+        if not line.startswith("INFO")
     ]
 
 
@@ -89,9 +91,13 @@ class Watch:
         borrowed = {d.fault for d in incident.distractions if d.service == service}
         # The faults on this service: when each began, and its own lines (unless a red herring borrows them).
         self.faults = [
-            (index, clock(world, -fault_lead(incident, fault, index)),
-             [] if fault.type in borrowed else _signatures(fault.type, tech))
-            for index, fault in enumerate(incident.faults) if fault.service == service
+            (
+                index,
+                clock(world, -fault_lead(incident, fault, index)),
+                [] if fault.type in borrowed else _signatures(fault.type, tech),
+            )
+            for index, fault in enumerate(incident.faults)
+            if fault.service == service
         ]
 
     def check(self, step: int) -> None:
@@ -125,8 +131,9 @@ class Watch:
         if world.plan.by_name[service].kind == "database":
             db = telemetry.db_query(service, step)
             assert "ALTER TABLE" not in db
-            if self.faults and all(self._healed(index) is not None and now >= self._healed(index)
-                                   for index, _, _ in self.faults):
+            if self.faults and all(
+                self._healed(index) is not None and now >= self._healed(index) for index, _, _ in self.faults
+            ):
                 assert "locks waiting 0" in db, db
             if held := re.search(r"open (\d+)s", db):
                 restarts = [clock(world, s) for s in world.restarts(service, step)]
@@ -262,20 +269,23 @@ def test_words_fit_the_technology_and_callers_feel_their_dependencies(difficulty
                 assert clock(world, 0) - timedelta(seconds=age) >= _at(newest), (name, text)
 
 
-_EVERYDAY = re.compile(r"config reloaded|cpu throttled|background compaction|nightly report|batch job reindex"
-                       r"|job=nightly-export|partner webhook|audit stream|backup upload|scheduled snapshot")
+_EVERYDAY = re.compile(
+    r"config reloaded|cpu throttled|background compaction|nightly report|batch job reindex"
+    r"|job=nightly-export|partner webhook|audit stream|backup upload|scheduled snapshot"
+)
 
 
 def _originating(traces: str, service: str) -> set[str]:
     """Statuses of a service's failing spans none of whose children failed: where a failure starts."""
-    spans = [(len(line) - len(line.lstrip()), line.split()) for line in traces.splitlines()
-             if not line.startswith("trace ")]
+    spans = [
+        (len(line) - len(line.lstrip()), line.split()) for line in traces.splitlines() if not line.startswith("trace ")
+    ]
     found = set()
     for index, (indent, words) in enumerate(spans):
         if words[0] != service or not words[-1].startswith("error(") or "upstream" in words[-1]:
             continue
         children = []
-        for deeper, below in spans[index + 1:]:
+        for deeper, below in spans[index + 1 :]:
             if deeper <= indent:
                 break
             children += [below[-1]] if deeper == indent + 2 else []
@@ -368,22 +378,31 @@ def _shows_fault(world: World, telemetry: Telemetry, calm: World, index: int, st
     service, tech = fault.service, world.plan.by_name[fault.service].tech
     since = clock(world, step - 1)
     signatures = [sig for sig in _signatures(fault.type, tech) if sig]
-    lines = [line for line in telemetry.logs(service, step).splitlines()
-             if _at(line.split()[0]) > since and any(sig in line for sig in signatures)]
+    lines = [
+        line
+        for line in telemetry.logs(service, step).splitlines()
+        if _at(line.split()[0]) > since and any(sig in line for sig in signatures)
+    ]
     # Spans a service starts failing with no fault at all (its background errors) are not the fault's.
     spans = any(
         _originating(Telemetry(world, seed).traces(service, step), service)
-        - _originating(Telemetry(calm, seed).traces(service, step), service) for seed in range(3)
+        - _originating(Telemetry(calm, seed).traces(service, step), service)
+        for seed in range(3)
     )
     now, then = world.states_at(step)[service], calm.states_at(step)[service]
     # A surge's requests outlast its fix (they come from outside): serving them costs CPU and queueing,
     # which is traffic, not the fault; what the fix ends is the failing.
-    moved = now.error_rate - then.error_rate > 0.002 or (not FAULTS[fault.type].load and (
-        now.p99_ms > 1.05 * then.p99_ms or now.cpu_pct > then.cpu_pct + 2))
+    moved = now.error_rate - then.error_rate > 0.002 or (
+        not FAULTS[fault.type].load and (now.p99_ms > 1.05 * then.p99_ms or now.cpu_pct > then.cpu_pct + 2)
+    )
     health = telemetry.health(service, step)
-    events = [line for line in health.split("events (last 15m):")[1].splitlines()
-              if (match := _AGO.match(line)) and "Warning" in line
-              and clock(world, step) - timedelta(seconds=_seconds(match.group(1))) > since]
+    events = [
+        line
+        for line in health.split("events (last 15m):")[1].splitlines()
+        if (match := _AGO.match(line))
+        and "Warning" in line
+        and clock(world, step) - timedelta(seconds=_seconds(match.group(1))) > since
+    ]
     return {"logs": bool(lines), "traces": spans, "metrics": moved, "events": bool(events)}
 
 
@@ -549,8 +568,11 @@ def test_side_work_and_releases_are_the_technologys_own(difficulty: str) -> None
 def _failing_spans(world: World, caller: str, service: str, seed: int) -> list[str]:
     """The failing spans of `service` inside the sampled requests of `caller`."""
     text = Telemetry(world, seed=seed).traces(caller, 0)
-    return [line for line in text.splitlines()
-            if line.startswith("  ") and line.split()[0] == service and not line.endswith(" ok")]
+    return [
+        line
+        for line in text.splitlines()
+        if line.startswith("  ") and line.split()[0] == service and not line.endswith(" ok")
+    ]
 
 
 def test_a_minor_faults_failures_never_reach_its_callers_requests() -> None:
@@ -569,6 +591,7 @@ def test_a_minor_faults_failures_never_reach_its_callers_requests() -> None:
                 assert world.states[caller].request_error == pytest.approx(calm.states[caller].request_error)
                 for sample in range(3):
                     assert _failing_spans(world, caller, service, sample) == _failing_spans(
-                        calm, caller, service, sample), (service, caller)
+                        calm, caller, service, sample
+                    ), (service, caller)
                 checked += 1
     assert checked >= 5

@@ -45,12 +45,29 @@ _USER_SIGNALS = frozenset({"http_5xx_ratio", "p99_latency_ms"})
 _LOUD = frozenset({"CRIT", "PANIC", "FATAL", "ERROR", "WARN"})
 # A caller's line about a dependency names it one of these ways (or not at all).
 _BLAME = re.compile(r'\b(?:upstream=|host=)([\w.-]+?)(?:\.svc\.cluster\.local:\d+)?(?=[\s"]|$)')
-_DEPENDENCY_WORDS = ("upstream=", "host=", 'call="', "deadline exceeded", "circuit breaker", "connection refused",
-                     "connection reset", "rejected credentials", "write failed", "upstream returned")
+_DEPENDENCY_WORDS = (
+    "upstream=",
+    "host=",
+    'call="',
+    "deadline exceeded",
+    "circuit breaker",
+    "connection refused",
+    "connection reset",
+    "rejected credentials",
+    "write failed",
+    "upstream returned",
+)
 # Side work every service does now and then (batch jobs, exports, webhooks, backups, a throttled
 # period): its failures are on paths no user request takes, so they say nothing about a page.
-_SIDE_WORK_WORDS = ("job=", "webhook", "export job", "object storage", "scheduled snapshot", "audit stream",
-                    "cpu throttled")
+_SIDE_WORK_WORDS = (
+    "job=",
+    "webhook",
+    "export job",
+    "object storage",
+    "scheduled snapshot",
+    "audit stream",
+    "cpu throttled",
+)
 _SPAN = re.compile(r" (\d+)ms (\S.*)$")
 # A span spending this long in its own code is where a latency fault lives.
 SLOW_SPAN_MS = 900
@@ -90,23 +107,38 @@ def _flagged(line: str) -> bool:
 def own_trouble(log_text: str) -> list[str]:
     """A service's loud lines that are about itself, not about a dependency it calls."""
     return [
-        line for line in log_text.splitlines()
-        if _flagged(line) and not any(word in line for word in _DEPENDENCY_WORDS)
+        line for line in log_text.splitlines() if _flagged(line) and not any(word in line for word in _DEPENDENCY_WORDS)
     ]
 
 
 # An on-call runbook: what the evidence of a service's own views suggests doing, first match wins. A
 # status code is matched with its reason, so a timestamp's milliseconds never read as one.
 RUNBOOK: tuple[tuple[str, str], ...] = (
-    ("read_only=on", "failover"), ("read-only", "failover"), ("CLUSTERDOWN", "failover"), ("marked dead", "failover"),
-    ("No space left", "expand_volume"), ("Disk is full", "expand_volume"), ("100% used", "expand_volume"),
+    ("read_only=on", "failover"),
+    ("read-only", "failover"),
+    ("CLUSTERDOWN", "failover"),
+    ("marked dead", "failover"),
+    ("No space left", "expand_volume"),
+    ("Disk is full", "expand_volume"),
+    ("100% used", "expand_volume"),
     ("disk resource limit", "expand_volume"),
-    ("certificate", "renew_certificate"), ("CERTIFICATE_VERIFY", "renew_certificate"),
-    ("429 Too Many", "escalate"), ("quota", "escalate"), ("unreachable", "escalate"), ("identity provider", "escalate"),
+    ("certificate", "renew_certificate"),
+    ("CERTIFICATE_VERIFY", "renew_certificate"),
+    ("429 Too Many", "escalate"),
+    ("quota", "escalate"),
+    ("unreachable", "escalate"),
+    ("identity provider", "escalate"),
     ("i/o timeout", "escalate"),
-    ("deploy", "rollback"), ("migration", "rollback"), ("canary", "rollback"),
-    ("maxmemory", "scale_up"), ("evictions", "scale_up"), ("queue depth", "scale_up"), ("accept queue", "scale_up"),
-    ("too many requests in flight", "scale_up"), ("memory limit", "scale_up"), ("memory pressure", "scale_up"),
+    ("deploy", "rollback"),
+    ("migration", "rollback"),
+    ("canary", "rollback"),
+    ("maxmemory", "scale_up"),
+    ("evictions", "scale_up"),
+    ("queue depth", "scale_up"),
+    ("accept queue", "scale_up"),
+    ("too many requests in flight", "scale_up"),
+    ("memory limit", "scale_up"),
+    ("memory pressure", "scale_up"),
     ("working set", "scale_up"),
 )
 
@@ -277,8 +309,11 @@ class ExpertAgent:
             if own:
                 confirmed.append(service)
             # A service in trouble of its own still follows errors (a second fault), not retried warnings.
-            loud = [line for line in logs.splitlines() if _flagged(line) and line not in own
-                    and not (own and level(line) == "WARN")]
+            loud = [
+                line
+                for line in logs.splitlines()
+                if _flagged(line) and line not in own and not (own and level(line) == "WARN")
+            ]
             named = [m.group(1) for line in loud if (m := _BLAME.search(line)) and m.group(1) in topology]
             # Depth first: the blamed dependency is read before the next page.
             if named:
@@ -296,8 +331,12 @@ class ExpertAgent:
         if kind == "database" and runbook(evidence + obs.visible_db.get(suspect, "")) == "restart":
             evidence = ""  # the diagnostics do not settle it: a schema change might
         can = obs.available_actions
-        if (kind not in ("cache", "queue") and "inspect_deploys" in can and suspect not in obs.visible_deploys
-                and runbook(evidence) in ("restart", "scale_up")):
+        if (
+            kind not in ("cache", "queue")
+            and "inspect_deploys" in can
+            and suspect not in obs.visible_deploys
+            and runbook(evidence) in ("restart", "scale_up")
+        ):
             return InspectDeploys(target=suspect, rationale=_cite(obs, suspect))
         if logs.startswith("(no log lines") and "check_health" in can and suspect not in obs.visible_health:
             return CheckHealth(target=suspect, rationale=f"no logs from {suspect}")
@@ -338,7 +377,9 @@ class ExpertAgent:
         )
         error_rate, latency = user_impact(obs)
         return Declare(
-            target=roots[0], additional_targets=roots[1:], severity=rubric(error_rate, latency, at_risk),
+            target=roots[0],
+            additional_targets=roots[1:],
+            severity=rubric(error_rate, latency, at_risk),
             rationale=_cite(obs, roots[0]),
         )
 
@@ -359,8 +400,11 @@ class LoudestSignalAgent:
     name = "loudest_signal"
 
     def act(self, observation: Observation) -> Action:
-        unseen = [s for s in dict.fromkeys([*paged_services(observation), *observation.services])
-                  if s not in observation.visible_metrics]
+        unseen = [
+            s
+            for s in dict.fromkeys([*paged_services(observation), *observation.services])
+            if s not in observation.visible_metrics
+        ]
         if unseen and observation.max_steps - observation.step_count > 1:
             return InspectMetrics(target=unseen[0])
         seen = observation.visible_metrics
@@ -407,8 +451,11 @@ class StructuredInvestigator:
             if own_trouble(logs):
                 break
             loud = [line for line in logs.splitlines() if _flagged(line)]
-            named = [m.group(1) for line in sorted(loud, key=lambda line: level(line) == "WARN")
-                     if (m := _BLAME.search(line)) and m.group(1) in topology]
+            named = [
+                m.group(1)
+                for line in sorted(loud, key=lambda line: level(line) == "WARN")
+                if (m := _BLAME.search(line)) and m.group(1) in topology
+            ]
             deps = [d for d in topology.get(service, []) if d not in chain]
             if named:
                 service = named[0]

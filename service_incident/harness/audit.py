@@ -25,16 +25,44 @@ from .agents import Agent
 # anomaly, anomalous) while the Kubernetes event reason `Unhealthy` and the event type `Normal`,
 # which are what the cluster reports and not a verdict of the environment's, pass.
 JUDGMENT_WORDS = (
-    "abnormal", "anomal", "healthy", "is unhealthy", "looks unhealthy", "unhealthy service", "degraded",
-    "suspicious", "suspect", "root cause", "culprit", "likely", "unlikely", "probably", "upstreams named",
-    "to blame", "looks fine", "looks ok", "looks good", "nothing wrong", "something wrong", "is the problem",
-    "red herring", "misleading", "distractor", "wasted", "changed nothing", "you should",
+    "abnormal",
+    "anomal",
+    "healthy",
+    "is unhealthy",
+    "looks unhealthy",
+    "unhealthy service",
+    "degraded",
+    "suspicious",
+    "suspect",
+    "root cause",
+    "culprit",
+    "likely",
+    "unlikely",
+    "probably",
+    "upstreams named",
+    "to blame",
+    "looks fine",
+    "looks ok",
+    "looks good",
+    "nothing wrong",
+    "something wrong",
+    "is the problem",
+    "red herring",
+    "misleading",
+    "distractor",
+    "wasted",
+    "changed nothing",
+    "you should",
 )
 # A whole text that is one of these is a verdict on a service, as a status page of badges shows it.
 STATUS_WORDS = ("ok", "up", "down", "unhealthy", "failing", "broken", "fine", "good", "bad")
 JUDGMENT = re.compile(
-    r"\b(?:" + "|".join(re.escape(word) for word in JUDGMENT_WORDS) + r")"
-    + r"|^\W*(?:" + "|".join(re.escape(word) for word in STATUS_WORDS) + r")\W*$",
+    r"\b(?:"
+    + "|".join(re.escape(word) for word in JUDGMENT_WORDS)
+    + r")"
+    + r"|^\W*(?:"
+    + "|".join(re.escape(word) for word in STATUS_WORDS)
+    + r")\W*$",
     re.IGNORECASE,
 )
 # Characters of context either side of a match in what `judged` reports.
@@ -63,13 +91,11 @@ def judged(observation: Observation) -> list[str]:
     for path, text in texts(msgspec.structs.replace(observation, postmortem=None)):
         match = JUDGMENT.search(text)
         if match:
-            found.append(f"{path}: {text[max(0, match.start() - _CONTEXT):match.end() + _CONTEXT]}")
+            found.append(f"{path}: {text[max(0, match.start() - _CONTEXT) : match.end() + _CONTEXT]}")
     return found
 
 
-def audit(
-    episodes: Iterable[tuple[str, int]], make_agent: Callable[[int], Agent]
-) -> tuple[int, list[str], int]:
+def audit(episodes: Iterable[tuple[str, int]], make_agent: Callable[[int], Agent]) -> tuple[int, list[str], int]:
     """Play (task, seed) episodes in final-reward mode: (steps, judging texts found, non-zero
     intermediate rewards)."""
     steps, found, paid = 0, [], 0

@@ -75,42 +75,89 @@ examples:
 
 def parser() -> argparse.ArgumentParser:
     parse = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__.split("\n\n")[0],
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parse.add_argument("--agent", default=["expert"], type=_names(AGENTS),
-                       help=f"agent(s) to evaluate, comma-separated, in order: {', '.join(AGENTS)} (default expert)")
+    parse.add_argument(
+        "--agent",
+        default=["expert"],
+        type=_names(AGENTS),
+        help=f"agent(s) to evaluate, comma-separated, in order: {', '.join(AGENTS)} (default expert)",
+    )
     tasks = catalogue(held_out=True)
     suites = list(dict.fromkeys(task.suite for task in tasks))
-    parse.add_argument("--tasks", default=None, type=_names((*(task.id for task in tasks), *suites)),
-                       help=f"task ids or suite names ({', '.join(suites)}), comma-separated (default: every "
-                            "task but the held-out ones)")
-    parse.add_argument("--episodes", type=_positive, default=None, metavar="N",
-                       help="the first N evaluation incidents of each task (a held-out task's first N, each "
-                            "played under its own index as the seed; default: all of them for reference "
-                            "agents; for llm, incidents taken in turn from each task while at most "
-                            f"{LLM_CALL_BUDGET} model calls can be needed)")
-    parse.add_argument("--seeds", default=[42], type=_ints,
-                       help="episode seeds, comma-separated; each incident is played under each (default 42)")
-    parse.add_argument("--concurrency", type=_positive, default=None, metavar="N",
-                       help=f"episodes in flight (default {DEFAULT_CONCURRENCY}; for llm also the model requests "
-                            f"in flight, default {DEFAULT_LLM_CONCURRENCY})")
-    parse.add_argument("--output", type=Path, default=None, metavar="DIR",
-                       help=f"folder for {EPISODES_FILE} and {REPORT_FILE} (default {DEFAULT_OUTPUT}; "
-                            "with --replay, the replayed file's folder)")
+    parse.add_argument(
+        "--tasks",
+        default=None,
+        type=_names((*(task.id for task in tasks), *suites)),
+        help=f"task ids or suite names ({', '.join(suites)}), comma-separated (default: every "
+        "task but the held-out ones)",
+    )
+    parse.add_argument(
+        "--episodes",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="the first N evaluation incidents of each task (a held-out task's first N, each "
+        "played under its own index as the seed; default: all of them for reference "
+        "agents; for llm, incidents taken in turn from each task while at most "
+        f"{LLM_CALL_BUDGET} model calls can be needed)",
+    )
+    parse.add_argument(
+        "--seeds",
+        default=[42],
+        type=_ints,
+        help="episode seeds, comma-separated; each incident is played under each (default 42)",
+    )
+    parse.add_argument(
+        "--concurrency",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help=f"episodes in flight (default {DEFAULT_CONCURRENCY}; for llm also the model requests "
+        f"in flight, default {DEFAULT_LLM_CONCURRENCY})",
+    )
+    parse.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"folder for {EPISODES_FILE} and {REPORT_FILE} (default {DEFAULT_OUTPUT}; "
+        "with --replay, the replayed file's folder)",
+    )
     where = parse.add_mutually_exclusive_group()
-    where.add_argument("--env-url", default=os.environ.get("ENV_URL") or None, metavar="URL",
-                       help="server to evaluate against over WebSocket (default $ENV_URL, else an embedded server)")
-    where.add_argument("--in-process", action="store_true",
-                       help="play on the environment in this process: no server, no sockets")
-    parse.add_argument("--replay", type=Path, default=None, metavar="FILE",
-                       help=f"print a saved {EPISODES_FILE} as stdout lines and write its report beside it "
-                            "(or in --output); plays nothing")
-    parse.add_argument("--llm-mode", choices=MODES, default="prompt",
-                       help="prompt: each turn one fresh prompt with the whole observation; chat: one "
-                            "conversation, each turn adds only what the last action revealed (default prompt)")
-    parse.add_argument("--llm-reply", choices=REPLIES, default="text",
-                       help="text: a JSON object in the reply; json: the same with the provider's JSON mode; "
-                            "tools: the provider's tool calling, one tool per action (default text)")
+    where.add_argument(
+        "--env-url",
+        default=os.environ.get("ENV_URL") or None,
+        metavar="URL",
+        help="server to evaluate against over WebSocket (default $ENV_URL, else an embedded server)",
+    )
+    where.add_argument(
+        "--in-process", action="store_true", help="play on the environment in this process: no server, no sockets"
+    )
+    parse.add_argument(
+        "--replay",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help=f"print a saved {EPISODES_FILE} as stdout lines and write its report beside it "
+        "(or in --output); plays nothing",
+    )
+    parse.add_argument(
+        "--llm-mode",
+        choices=MODES,
+        default="prompt",
+        help="prompt: each turn one fresh prompt with the whole observation; chat: one "
+        "conversation, each turn adds only what the last action revealed (default prompt)",
+    )
+    parse.add_argument(
+        "--llm-reply",
+        choices=REPLIES,
+        default="text",
+        help="text: a JSON object in the reply; json: the same with the provider's JSON mode; "
+        "tools: the provider's tool calling, one tool per action (default text)",
+    )
     return parse
 
 
@@ -162,8 +209,10 @@ def check_holdout_key(tasks: list[Task], args: argparse.Namespace) -> None:
     if not held_out or args.env_url is not None:
         return
     if key is None:
-        raise ValueError(f"{', '.join(held_out)} need the holdout key: set {KEY_SETTING} in the environment of "
-                         "the run, or evaluate against a server that has it with --env-url")
+        raise ValueError(
+            f"{', '.join(held_out)} need the holdout key: set {KEY_SETTING} in the environment of "
+            "the run, or evaluate against a server that has it with --env-url"
+        )
     try:
         HoldoutKey(key)
     except ValueError as exc:
@@ -218,8 +267,10 @@ class Output:
         if not record.counted and record.failure != "interrupted" and record.error not in self.reasons:
             # Each distinct reason once: a dead endpoint would otherwise say the same thing per episode.
             self.reasons.add(record.error or "")
-            say(self.prog, f"{record.name}: {record.failure} failure, not counted in {record.agent}'s mean: "
-                           f"{record.error}")
+            say(
+                self.prog,
+                f"{record.name}: {record.failure} failure, not counted in {record.agent}'s mean: {record.error}",
+            )
         self.progress()
 
     def progress(self) -> None:
@@ -227,8 +278,10 @@ class Output:
         counted = [r.score for r in self.records if r.counted]
         mean = f"mean score {sum(counted) / len(counted):.3f}" if counted else "no score yet"
         width, filled = 30, done * 30 // max(self.total, 1)
-        line = (f"[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} episodes, {mean}, "
-                f"{time.monotonic() - self.started:.0f} s")
+        line = (
+            f"[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} episodes, {mean}, "
+            f"{time.monotonic() - self.started:.0f} s"
+        )
         if self.tty:
             print(f"\r{line}", end="\n" if done == self.total else "", file=sys.stderr, flush=True)
         elif done == self.total or done % max(self.total // 10, 1) == 0:
@@ -267,8 +320,9 @@ async def environment(args: argparse.Namespace) -> AsyncIterator[Sessions]:
         yield sessions
 
 
-async def run(args: argparse.Namespace, plans: dict[str, list[EpisodeSpec]], settings: LLMSettings | None,
-              output: Output) -> None:
+async def run(
+    args: argparse.Namespace, plans: dict[str, list[EpisodeSpec]], settings: LLMSettings | None, output: Output
+) -> None:
     """Play every agent's episodes; `output` learns what stopped the run early, if anything did."""
 
     async def stop_on_sigterm(scope: anyio.CancelScope) -> None:
@@ -288,8 +342,9 @@ async def run(args: argparse.Namespace, plans: dict[str, list[EpisodeSpec]], set
         group.cancel_scope.cancel()
 
 
-async def play_all(args: argparse.Namespace, plans: dict[str, list[EpisodeSpec]], settings: LLMSettings | None,
-                   output: Output) -> None:
+async def play_all(
+    args: argparse.Namespace, plans: dict[str, list[EpisodeSpec]], settings: LLMSettings | None, output: Output
+) -> None:
     # One environment (embedded unless --env-url or --in-process) for every agent of the run.
     async with environment(args) as sessions:
         args.output.mkdir(parents=True, exist_ok=True)
@@ -299,12 +354,24 @@ async def play_all(args: argparse.Namespace, plans: dict[str, list[EpisodeSpec]]
                 if name == LLM:
                     assert settings is not None
                     async with LLMAgent(settings) as agent:
-                        await evaluate(agent, specs, agent=agent.name, sessions=sessions,
-                                       concurrency=settings.concurrency, on_episode=output)
+                        await evaluate(
+                            agent,
+                            specs,
+                            agent=agent.name,
+                            sessions=sessions,
+                            concurrency=settings.concurrency,
+                            on_episode=output,
+                        )
                     output.notes.append(f"- llm token limit sent as `{agent.token_limit_name}`")
                 else:
-                    await evaluate(reference_policy(name), specs, agent=name, sessions=sessions,
-                                   concurrency=args.concurrency or DEFAULT_CONCURRENCY, on_episode=output)
+                    await evaluate(
+                        reference_policy(name),
+                        specs,
+                        agent=name,
+                        sessions=sessions,
+                        concurrency=args.concurrency or DEFAULT_CONCURRENCY,
+                        on_episode=output,
+                    )
             output.results = None
 
 
@@ -345,8 +412,13 @@ def run_header(args: argparse.Namespace, records: list[EpisodeRecord], settings:
     held_out = sorted({r.task for r in records if report.held_out(r)})
     if held_out:
         key = holdout_key()
-        named = ("the key's fingerprint is the server's `holdout_fingerprint` at /health" if args.env_url
-                 else f"key fingerprint `{fingerprint(key)}`" if key else "key unknown")
+        named = (
+            "the key's fingerprint is the server's `holdout_fingerprint` at /health"
+            if args.env_url
+            else f"key fingerprint `{fingerprint(key)}`"
+            if key
+            else "key unknown"
+        )
         lines.append(f"- held-out tasks {', '.join(held_out)}: {named}")
     if settings is not None:
         lines.append(f"- llm: {settings.model} at {settings.base_url}, {settings.mode} mode, {settings.reply} replies")
@@ -372,8 +444,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for record in records:
             print_episode(record)
         path = replay_report(args.replay, args.output)
-        header = [f"- benchmark `{BENCHMARK}`, replayed from {args.replay}", f"- {len(records)} episodes",
-                  "- wall time: see the original run"]
+        header = [
+            f"- benchmark `{BENCHMARK}`, replayed from {args.replay}",
+            f"- {len(records)} episodes",
+            "- wall time: see the original run",
+        ]
         write_report(records, path, args.replay.name, header)
         print(report.summary_text(records), file=sys.stderr)
         print(f"{len(records)} episodes replayed; report: {path}", file=sys.stderr)
@@ -387,27 +462,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(parse.prog, str(exc))
         return 2
     try:  # checked first: a missing key fails before any server starts
-        settings = LLMSettings.from_env(mode=args.llm_mode, reply=args.llm_reply,
-                                        **({"concurrency": args.concurrency} if args.concurrency else {})
-                                        ) if LLM in args.agent else None
+        settings = (
+            LLMSettings.from_env(
+                mode=args.llm_mode,
+                reply=args.llm_reply,
+                **({"concurrency": args.concurrency} if args.concurrency else {}),
+            )
+            if LLM in args.agent
+            else None
+        )
     except LLMUnavailable as exc:
         say(parse.prog, str(exc))
         return 2
     plans = {
         name: within_calls(plan(tasks, None, args.seeds), LLM_CALL_BUDGET)
-        if name == LLM and args.episodes is None else plan(tasks, args.episodes, args.seeds)
+        if name == LLM and args.episodes is None
+        else plan(tasks, args.episodes, args.seeds)
         for name in args.agent
     }
     total = sum(len(specs) for specs in plans.values())
     against = where(args) if args.in_process else f"against {where(args)}"
-    print(f"evaluating {', '.join(args.agent)} on {len(tasks)} task(s), {total} episodes, {against}",
-          file=sys.stderr)
+    print(f"evaluating {', '.join(args.agent)} on {len(tasks)} task(s), {total} episodes, {against}", file=sys.stderr)
     if settings is not None:
         calls = sum(map(_budget, plans[LLM]))
         minutes = calls * LLM_SECONDS_PER_CALL / settings.concurrency / 60
-        print(f"llm: {settings.model} at {settings.base_url}, {settings.mode} mode, {settings.reply} replies; at "
-              f"most {calls} model calls, about {minutes:.0f} min at {LLM_SECONDS_PER_CALL:g} s per call with "
-              f"{settings.concurrency} in flight", file=sys.stderr)
+        print(
+            f"llm: {settings.model} at {settings.base_url}, {settings.mode} mode, {settings.reply} replies; at "
+            f"most {calls} model calls, about {minutes:.0f} min at {LLM_SECONDS_PER_CALL:g} s per call with "
+            f"{settings.concurrency} in flight",
+            file=sys.stderr,
+        )
 
     output = Output(total, parse.prog)
     try:

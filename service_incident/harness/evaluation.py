@@ -133,8 +133,9 @@ async def _play_all(
 
     async def one(index: int, spec: EpisodeSpec) -> None:
         async with limiter:
-            record = EpisodeRecord(name=spec.name, task=spec.task_id, incident=spec.incident_id or "",
-                                   seed=spec.seed, agent=agent)
+            record = EpisodeRecord(
+                name=spec.name, task=spec.task_id, incident=spec.incident_id or "", seed=spec.seed, agent=agent
+            )
             started = time.perf_counter()
             try:
                 async with sessions.open() as session:
@@ -181,18 +182,38 @@ async def play(session: Session, policy: Policy, spec: EpisodeSpec, record: Epis
             # Nothing valid to send: the policy gets its error back through its next call, and the
             # turn is logged like a step that did nothing.
             unusable += 1
-            _log(record, StepRecord(step=record.steps + 1, action=None, action_text="null", reward=0.0, done=False,
-                                    error=turn.error or "the policy gave no action", observation=None,
-                                    reply=turn.reply))
+            _log(
+                record,
+                StepRecord(
+                    step=record.steps + 1,
+                    action=None,
+                    action_text="null",
+                    reward=0.0,
+                    done=False,
+                    error=turn.error or "the policy gave no action",
+                    observation=None,
+                    reply=turn.reply,
+                ),
+            )
             if unusable >= MAX_UNUSABLE_REPLIES:
                 record.error, record.failure = f"gave up after {unusable} unusable replies in a row", "agent"
                 return
             continue
         unusable = 0
         observation = await session.step(turn.action)
-        _log(record, StepRecord(step=record.steps + 1, action=turn.action, action_text=describe(turn.action),
-                                reward=observation.reward or 0.0, done=observation.done,
-                                error=observation.last_action_error, observation=observation, reply=turn.reply))
+        _log(
+            record,
+            StepRecord(
+                step=record.steps + 1,
+                action=turn.action,
+                action_text=describe(turn.action),
+                reward=observation.reward or 0.0,
+                done=observation.done,
+                error=observation.last_action_error,
+                observation=observation,
+                reply=turn.reply,
+            ),
+        )
     record.graded = observation.score is not None
     record.score = observation.score if observation.score is not None else SCORE_FLOOR
     record.breakdown = observation.breakdown

@@ -159,8 +159,11 @@ class LLMAgent:
             try:
                 # Sent as an extra body field: under exactly the name chosen, whatever the client version knows.
                 return await self.client.chat.completions.create(
-                    model=self.settings.model, messages=messages, temperature=self.settings.temperature,
-                    extra_body={name: MAX_TOKENS}, **options,
+                    model=self.settings.model,
+                    messages=messages,
+                    temperature=self.settings.temperature,
+                    extra_body={name: MAX_TOKENS},
+                    **options,
                 )
             except self._openai.BadRequestError as exc:
                 if attempt or name not in str(exc):
@@ -215,11 +218,17 @@ class _Chat:
             action = parse_reply(message)
         except InvalidReply as exc:
             self.feedback = f"Your previous reply could not be used: {exc}. It began: {reply[:QUOTE_CHARS]!r}"
-            return Turn(action=None, error=f"unusable reply: {exc}", reply=reply, prompt_tokens=prompt,
-                        completion_tokens=completion)
+            return Turn(
+                action=None,
+                error=f"unusable reply: {exc}",
+                reply=reply,
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+            )
         self.feedback = None
-        return Turn(action=action, reply=reply or _tool_text(message), prompt_tokens=prompt,
-                    completion_tokens=completion)
+        return Turn(
+            action=action, reply=reply or _tool_text(message), prompt_tokens=prompt, completion_tokens=completion
+        )
 
     def _add_turn(self, content: str) -> None:
         """What the last action brought, as the answer to its tool call when the model made one."""
@@ -229,8 +238,9 @@ class _Chat:
         first, *others = self.pending_calls
         self.messages.append({"role": "tool", "tool_call_id": first, "content": content})
         # Every call of a reply is owed an answer; only the first one is acted on.
-        self.messages += [{"role": "tool", "tool_call_id": other, "content": "Not run: one action per turn."}
-                          for other in others]
+        self.messages += [
+            {"role": "tool", "tool_call_id": other, "content": "Not run: one action per turn."} for other in others
+        ]
 
 
 def _as_param(message: ChatCompletionMessage) -> ChatCompletionMessageParam:
@@ -238,9 +248,13 @@ def _as_param(message: ChatCompletionMessage) -> ChatCompletionMessageParam:
     param: dict[str, Any] = {"role": "assistant", "content": message.content}
     if message.tool_calls:
         param["tool_calls"] = [
-            {"id": call.id, "type": "function",
-             "function": {"name": call.function.name, "arguments": call.function.arguments}}
-            for call in message.tool_calls if getattr(call, "function", None)
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.function.name, "arguments": call.function.arguments},
+            }
+            for call in message.tool_calls
+            if getattr(call, "function", None)
         ]
     return param  # type: ignore[return-value]
 
@@ -336,13 +350,15 @@ def _changes(before: Observation, after: Observation) -> dict[str, Any]:
 def delta_prompt(before: Observation, after: Observation, feedback: str | None = None, reply: Reply = "text") -> str:
     """A chat turn: only what the last action changed or revealed."""
     changed = revealed(before, after)
-    heading = (f"After step {after.step_count} of {after.max_steps}, what changed:" if set(changed) - {STILL_FIRING}
-               else f"After step {after.step_count} of {after.max_steps}, nothing changed.")
+    heading = (
+        f"After step {after.step_count} of {after.max_steps}, what changed:"
+        if set(changed) - {STILL_FIRING}
+        else f"After step {after.step_count} of {after.max_steps}, nothing changed."
+    )
     return _prompt(heading, changed, after, feedback, reply)
 
 
-def _prompt(heading: str, fields: dict[str, Any], observation: Observation, feedback: str | None,
-            reply: Reply) -> str:
+def _prompt(heading: str, fields: dict[str, Any], observation: Observation, feedback: str | None, reply: Reply) -> str:
     """The fields as one JSON line, except text views (`visible_<view>`: service -> text), which are
     printed as they read: `--- logs of db ---` and its lines."""
     shown = {k: v for k, v in fields.items() if k not in _HIDDEN}
@@ -351,8 +367,11 @@ def _prompt(heading: str, fields: dict[str, Any], observation: Observation, feed
     parts = [
         heading,
         json.dumps(shown, separators=(",", ":")) if shown else "",
-        "\n".join(f"--- {key[len(_VIEW):].replace('_', ' ')} of {name} ---\n{text}"
-                  for key, texts in views.items() for name, text in texts.items()),
+        "\n".join(
+            f"--- {key[len(_VIEW) :].replace('_', ' ')} of {name} ---\n{text}"
+            for key, texts in views.items()
+            for name, text in texts.items()
+        ),
         f"Steps left: {left}." + (" This is your last step." if left == 1 else ""),
         feedback or "",
         "Your action, as one tool call:" if reply == "tools" else "Your action, as one JSON object:",

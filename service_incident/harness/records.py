@@ -26,6 +26,7 @@ def succeeded(score: float) -> bool:
     """Success as a reader of the [END] line sees it: the printed score reaches the bar."""
     return round(score, SCORE_DIGITS) >= SUCCESS_SCORE
 
+
 # Why an episode ended without a grade. "agent": the policy's own doing (it raised, or its replies
 # could not be used), scored at the floor like any failure of the agent. The others are not the
 # agent's doing and are counted apart from its mean: the environment (server unreachable, session
@@ -110,14 +111,19 @@ def plan(tasks: Iterable[Task], episodes: int | None = None, seeds: Sequence[int
     specs = []
     for task in tasks:
         if task.held_out:
-            specs += [EpisodeSpec(name=f"{task.id}/{index:04d}", task_id=task.id, incident_id=None, seed=index)
-                      for index in range(episodes or EVAL_INCIDENTS)]
+            specs += [
+                EpisodeSpec(name=f"{task.id}/{index:04d}", task_id=task.id, incident_id=None, seed=index)
+                for index in range(episodes or EVAL_INCIDENTS)
+            ]
             continue
         for incident_id in task.incidents[:episodes]:
             for seed in seeds:
                 suffix = f"@{seed}" if len(seeds) > 1 else ""
-                specs.append(EpisodeSpec(name=f"{task.id}/{incident_id}{suffix}", task_id=task.id,
-                                         incident_id=incident_id, seed=seed))
+                specs.append(
+                    EpisodeSpec(
+                        name=f"{task.id}/{incident_id}{suffix}", task_id=task.id, incident_id=incident_id, seed=seed
+                    )
+                )
     return specs
 
 
@@ -131,8 +137,11 @@ def describe(action: Action) -> str:
     fields = msgspec.structs.asdict(action)
     targets = [t for name in _TARGETS for t in _listed(fields.get(name))]
     args = ["+".join(targets)] if targets else []
-    args += ["+".join(_listed(value)) for name, value in fields.items()
-             if name not in _TARGETS and name not in _UNSHOWN and _listed(value)]
+    args += [
+        "+".join(_listed(value))
+        for name, value in fields.items()
+        if name not in _TARGETS and name not in _UNSHOWN and _listed(value)
+    ]
     return "_".join(f"{action_name(action)}({','.join(args)})".split())  # one token, spaces and all
 
 

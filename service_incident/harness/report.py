@@ -27,12 +27,16 @@ _Z975 = NormalDist().inv_cdf(0.975)
 # Below this many episodes a t interval on a score bounded by 0 and 1 is mostly wider than the
 # range itself (n = 2 gives ±3.7 for scores 0.01 and 0.95), and skewed scores make it miss: none is shown.
 MIN_INTERVAL_N = 10
-INTERVAL_NOTE = (f"± is the half-width of the 95% confidence interval of the mean (Student's t), "
-                 f"shown only for {MIN_INTERVAL_N} episodes or more.")
+INTERVAL_NOTE = (
+    f"± is the half-width of the 95% confidence interval of the mean (Student's t), "
+    f"shown only for {MIN_INTERVAL_N} episodes or more."
+)
 HELD_OUT_MARK = " (held out)"
-HELD_OUT_NOTE = (f"Tasks marked{HELD_OUT_MARK} played held-out incidents, which only the key of the server that "
-                 "served them generates: the generator and knobs of the open tier of the same difficulty, at "
-                 "seeds nobody else can derive.")
+HELD_OUT_NOTE = (
+    f"Tasks marked{HELD_OUT_MARK} played held-out incidents, which only the key of the server that "
+    "served them generates: the generator and knobs of the open tier of the same difficulty, at "
+    "seeds nobody else can derive."
+)
 
 
 def t975(df: int) -> float:
@@ -141,12 +145,15 @@ class Gap(Struct, frozen=True):
     def verdict(self) -> str:
         if self.margin is None:
             return f"{self.lower} → {self.upper}: {self.gap:+.3f}: too few episodes to tell"
-        return (f"{self.lower} → {self.upper}: {self.gap:+.3f} vs {self.margin:.3f}: "
-                f"{'clear' if self.clear else 'NOT clear'}")
+        return (
+            f"{self.lower} → {self.upper}: {self.gap:+.3f} vs {self.margin:.3f}: "
+            f"{'clear' if self.clear else 'NOT clear'}"
+        )
 
 
 def gaps(by_agent: dict[str, Summary]) -> list[Gap]:
     """Between consecutive agents in the order given (weakest first for the reference ladder)."""
+
     def margin(low: Summary, high: Summary) -> float | None:
         return low.ci + high.ci if low.ci is not None and high.ci is not None else None
 
@@ -168,8 +175,7 @@ def markdown(
     order = {task.id: index for index, task in enumerate(catalogue(held_out=True))}
     by_task = sorted(records, key=lambda r: order.get(r.task, len(order)))
     overall = {name: summarize(rs) for name, rs in group(by_task, _agent).items()}
-    out = ["# Service Incident evaluation", "", *header, "", "## Agents", "", *agents_table(overall), "",
-           INTERVAL_NOTE]
+    out = ["# Service Incident evaluation", "", *header, "", "## Agents", "", *agents_table(overall), "", INTERVAL_NOTE]
     if any(held_out(r) for r in records):
         out += ["", HELD_OUT_NOTE]
     if len(overall) > 1:
@@ -274,8 +280,9 @@ def replay_section(records: Sequence[EpisodeRecord], episodes_file: str = "episo
     ]
     for name, rs in group(replayable, _agent).items():
         worst = sorted((r for r in rs if r.counted), key=lambda r: (r.score, r.name))[:REPLAYED_WORST]
-        lines += [f"- [{name} · {r.name}]({replay_link(key[id(r)], episodes_file)}): score {r.score:.2f}"
-                  for r in worst]
+        lines += [
+            f"- [{name} · {r.name}]({replay_link(key[id(r)], episodes_file)}): score {r.score:.2f}" for r in worst
+        ]
     return lines
 
 
@@ -288,8 +295,10 @@ def summary_text(records: Sequence[EpisodeRecord]) -> str:
             lines.append(f"{name}: no episode measured the agent; not counted: {_apart(s.apart)}")
             continue
         interval = f"± {s.ci:.3f} (95% CI)" if s.ci is not None else f"(no interval: n < {MIN_INTERVAL_N})"
-        line = (f"{name}: mean score {s.mean:.3f} {interval} over {s.n} episodes, success {s.success:.0%}, "
-                f"{s.prompt_tokens:.0f} prompt tokens per episode, {s.tokens} tokens, {s.failed} failed")
+        line = (
+            f"{name}: mean score {s.mean:.3f} {interval} over {s.n} episodes, success {s.success:.0%}, "
+            f"{s.prompt_tokens:.0f} prompt tokens per episode, {s.tokens} tokens, {s.failed} failed"
+        )
         if s.apart:
             line += f"; not counted: {_apart(s.apart)}"
         lines.append(line)

@@ -104,7 +104,12 @@ def weight_table() -> str:
 
 
 TABLES = {
-    "faults": fault_table, "remedies": remedy_table, "actions": action_table,
-    "action-list": action_list, "alerts": alert_table,
-    "presets": preset_table, "rewards": reward_table, "weights": weight_table,
+    "faults": fault_table,
+    "remedies": remedy_table,
+    "actions": action_table,
+    "action-list": action_list,
+    "alerts": alert_table,
+    "presets": preset_table,
+    "rewards": reward_table,
+    "weights": weight_table,
 }

@@ -117,8 +117,12 @@ class ServiceIncidentGymEnv(gymnasium.Env[str, str]):
     def _info(self, revealed: str, error: str | None = None) -> dict[str, Any]:
         observation = self._episode.observation
         assert observation is not None
-        return {"revealed": revealed, "error": error, "observation": self._shown(observation),
-                "score": observation.score}
+        return {
+            "revealed": revealed,
+            "error": error,
+            "observation": self._shown(observation),
+            "score": observation.score,
+        }
 
     def _shown(self, observation: Observation) -> Observation:
         """The observation as `info` carries it: a seed drawn here is withheld until the episode is over."""

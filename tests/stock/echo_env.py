@@ -44,13 +44,23 @@ class EchoEnvironment(Environment):
             time.sleep(SLOW_S)
         self._state.step_count += 1
         n = len(action.message)
-        return EchoObservation(echoed_message=action.message, message_length=n, reward=min(n * 0.1, 1.0),
-                               done=action.message == "bye", metadata={"step": self._state.step_count})
+        return EchoObservation(
+            echoed_message=action.message,
+            message_length=n,
+            reward=min(n * 0.1, 1.0),
+            done=action.message == "bye",
+            metadata={"step": self._state.step_count},
+        )
 
     @property
     def state(self):
         return self._state
 
 
-app = create_app(EchoEnvironment, EchoAction, EchoObservation, env_name="echo_env",
-                 max_concurrent_envs=int(os.getenv("MAX_CONCURRENT_ENVS", "2")))
+app = create_app(
+    EchoEnvironment,
+    EchoAction,
+    EchoObservation,
+    env_name="echo_env",
+    max_concurrent_envs=int(os.getenv("MAX_CONCURRENT_ENVS", "2")),
+)
