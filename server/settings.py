@@ -16,7 +16,7 @@ from msgspec import Meta, Struct
 from service_incident.holdout import MIN_KEY_CHARS
 
 from .logs import logging_config
-from .transport import DEFAULT_MAX_CONNECTIONS_PER_CLIENT, HttpProtocol, WebSocketProtocol
+from .transport import HttpProtocol, WebSocketProtocol
 
 # A Space's app is shown on its page at huggingface.co, and may be embedded from other Spaces.
 SPACE_FRAME_ANCESTORS = "https://huggingface.co https://*.hf.space"
@@ -62,8 +62,9 @@ class Settings(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     # or networks, comma-separated, "*": any). Nobody by default, so a client cannot pose as many.
     forwarded_allow_ips: str = ""
     # Connections one peer address may hold at once, HTTP and WebSocket together; past it, 503 (but
-    # /health is answered). Behind a proxy every client is the proxy: raise it to MAX_CONCURRENT_ENVS.
-    max_connections_per_client: Count = DEFAULT_MAX_CONNECTIONS_PER_CLIENT
+    # /health is answered). None: a quarter of the descriptors the process may open. Behind a proxy
+    # every client is the proxy: raise it to MAX_CONCURRENT_ENVS and more.
+    max_connections_per_client: Count | None = None
     # Who may show the page in a frame (CSP frame-ancestors). The default: the Hugging Face Hub,
     # which frames a Space's app, when running on a Space; nobody elsewhere.
     frame_ancestors: str = "'none'"

@@ -7,9 +7,10 @@
 * A WebSocket handshake must be through within the same timeout. websockets refuses a header line
   over 8 KiB or more than 128 headers with a 431, which uvicorn never sends: the connection would
   wait forever. It is sent, and whatever else keeps a handshake from finishing closes at the deadline.
-* One peer address holds at most `max_per_client` connections, HTTP and WebSocket together, so one
-  client cannot take every descriptor. Past that its requests are answered 503 at once and closed,
-  except `GET /health`, which a monitor behind the same address (a proxy, a NAT) must still reach.
+* One peer address holds at most `max_per_client` connections, HTTP and WebSocket together (by
+  default a quarter of the descriptors the process may open), so one client cannot take them all.
+  Past that its requests are answered 503 at once and closed, except `GET /health`, which a monitor
+  behind the same address (a proxy, a NAT) must still reach.
 * A text frame that is not UTF-8 closes the socket with 1007, as uvicorn does, but without logging
   a traceback per frame (a peer could fill the log at line rate).
 And the WebSocket protocol tells the app how many frames a socket has queued (fairness.py).
@@ -18,6 +19,7 @@ And the WebSocket protocol tells the app how many frames a socket has queued (fa
 from __future__ import annotations
 
 import asyncio
+import resource
 from collections import Counter
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -34,7 +36,6 @@ from websockets.http11 import Request
 from .fairness import BACKLOG_EXTENSION
 
 INVALID_DATA = 1007
-DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 256
 # What a client past its connection bound may still ask.
 ALWAYS_ANSWERED = frozenset({("GET", "/health"), ("HEAD", "/health")})
 _TOO_MANY = "Too many connections from this address: close some, or retry later."
@@ -83,8 +84,14 @@ _BUSY_UPGRADE = (
 )
 
 
+def descriptor_share() -> int:
+    """A quarter of the descriptors this process may open: what one address may hold by default."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return max(soft // 4, 1) if soft != resource.RLIM_INFINITY else 1 << 20
+
+
 class HttpProtocol(HttpToolsProtocol):
-    max_per_client = DEFAULT_MAX_CONNECTIONS_PER_CLIENT
+    max_per_client = 1 << 20  # as uvicorn's own protocol: no bound but the descriptors; see `bounded`
     _head_timer: asyncio.TimerHandle | None = None
     _head_bytes = 0  # received while the head is awaited, complete or not
     _parsed_head_bytes = 0  # of the request the parser is on, however it arrived
@@ -94,9 +101,9 @@ class HttpProtocol(HttpToolsProtocol):
     _refusal: str | None = None
 
     @classmethod
-    def bounded(cls, max_per_client: int) -> type[HttpProtocol]:
-        """This protocol with another bound on connections per client address."""
-        return type(cls.__name__, (cls,), {"max_per_client": max_per_client})
+    def bounded(cls, max_per_client: int | None = None) -> type[HttpProtocol]:
+        """This protocol with a bound on connections per client address (None: descriptor_share())."""
+        return type(cls.__name__, (cls,), {"max_per_client": max_per_client or descriptor_share()})
 
     @property
     def _head_limit(self) -> int:
