@@ -68,10 +68,16 @@ class Server:
 
 
 def request(
-    port: int, method: str, path: str, body: str | None = None, headers: dict[str, str] | None = None, source: str = ""
+    port: int,
+    method: str,
+    path: str,
+    body: str | None = None,
+    headers: dict[str, str] | None = None,
+    source: str = "",
+    timeout: float = 10,
 ) -> tuple[int, bytes]:
     bind = (source, 0) if source else None
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10, source_address=bind)
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout, source_address=bind)
     try:
         all_headers = {"Content-Type": "application/json", **(headers or {})}
         connection.request(method, path, body=body, headers=all_headers)
@@ -193,20 +199,19 @@ def stalled_handshakes(seconds: float) -> list[tuple[str, str, str]]:
 
 def _unbalanced_loop(port: int, seconds: float, counter: Any) -> None:
     stop = time.monotonic() + seconds
-    ws = None
     while time.monotonic() < stop:
-        for path in ("/step", "/reset", "/mcp"):
-            with suppress(OSError, http.client.HTTPException):
-                request(port, "POST", path, UNBALANCED)
-                counter.value += 1
         try:
-            ws = ws or sync_connect(f"ws://127.0.0.1:{port}/ws", open_timeout=5)
-            ws.send(UNBALANCED)
-            ws.recv(timeout=5)
-            counter.value += 1
+            with sync_connect(f"ws://127.0.0.1:{port}/ws", open_timeout=5) as ws:
+                while time.monotonic() < stop:
+                    for path in ("/step", "/reset", "/mcp"):
+                        with suppress(OSError, http.client.HTTPException):
+                            request(port, "POST", path, UNBALANCED)
+                            counter.value += 1
+                    counter.value += 1
+                    ws.send(UNBALANCED)
+                    ws.recv(timeout=5)
         except (OSError, TimeoutError, websockets.WebSocketException):
-            ws = None  # the server dropped the socket: connect again
-            counter.value += 1
+            pass  # the server dropped the socket: connect again
 
 
 def unbalanced_brackets(seconds: float) -> list[tuple[str, str, str]]:
@@ -280,15 +285,22 @@ def forged_headers(seconds: float) -> list[tuple[str, str, str]]:
 
 
 def _reconnect_loop(port: int, seconds: float) -> None:
+    """Opens 200 WebSocket sessions a second, holding the last 400 of them: descriptors run out, not
+    the CPU (a connection flood as fast as the machine goes is another attack)."""
     stop = time.monotonic() + seconds
-    held = []
+    held: list[socket.socket] = []
     while time.monotonic() < stop:
+        time.sleep(0.005)
         try:
-            held.append(sync_connect(f"ws://127.0.0.1:{port}/ws", open_timeout=2))
-        except (OSError, TimeoutError, websockets.WebSocketException):
+            raw = socket.create_connection(("127.0.0.1", port), timeout=2)
+            raw.sendall(HANDSHAKE.replace(b"X-Long: " + b"l" * 9000 + b"\r\n", b""))
+            held.append(raw)
+        except OSError:
             time.sleep(0.01)
         if len(held) > 400:
             held.pop(0).close()
+    for raw in held:
+        raw.close()
 
 
 def reconnect_loop(seconds: float) -> list[tuple[str, str, str]]:
@@ -298,7 +310,7 @@ def reconnect_loop(seconds: float) -> list[tuple[str, str, str]]:
         while attacker.is_alive():
             probes += 1
             with suppress(OSError, http.client.HTTPException):
-                answered += request(srv.port, "GET", "/health", source="127.0.0.201")[0] == 200
+                answered += request(srv.port, "GET", "/health", source="127.0.0.201", timeout=2)[0] == 200
             time.sleep(0.1)
         p99 = neighbour.p99_ms
     return [("reconnect loop, 256 descriptors: /health answered", f"{answered}/{probes}", p99)]

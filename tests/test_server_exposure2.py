@@ -31,7 +31,13 @@ from service_incident.server.settings import SPACE_FRAME_ANCESTORS, Settings
 
 JSON = {"Content-Type": "application/json"}
 INSPECT = {"action": "inspect_logs", "target": "db"}
-UNBALANCED = "[" * 975  # msgspec recursed into this until the interpreter's limit
+UNBALANCED = "[" * 975
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "curl", "version": "1"}},
+}  # msgspec recursed into this until the interpreter's limit
 
 
 def client(url: str, address: str = "127.0.0.1", **options: Any) -> httpx.Client:
@@ -154,8 +160,12 @@ def test_unbalanced_brackets_are_a_validation_error_on_every_channel(make_server
             assert "deeper than 32" in response.json()["detail"][0]["msg"]
             nested = http.post(path, content='{"action": ' + UNBALANCED, headers=JSON)
             assert nested.status_code == 422, path
-        rpc = http.post("/mcp", content=UNBALANCED, headers=JSON)
+        rpc = http.post("/mcp", content=UNBALANCED, headers=JSON)  # OpenEnv's dialect
         assert rpc.status_code == 200 and rpc.json()["error"]["code"] == -32700
+        accept = {**JSON, "Accept": "application/json, text/event-stream"}
+        session = http.post("/mcp", json=INITIALIZE, headers=accept).headers["Mcp-Session-Id"]
+        in_session = http.post("/mcp", content=UNBALANCED, headers={**accept, "Mcp-Session-Id": session})
+        assert in_session.json()["error"]["code"] == -32700  # an MCP session's, through the SDK
         assert http.get("/health").status_code == 200
 
         async def over_ws() -> None:
