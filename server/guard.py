@@ -90,8 +90,6 @@ _FORWARDING_HEADERS = frozenset(
         b"x-envoy-external-address",
     }
 )
-
-
 _FORWARDING_PREFIXES = (b"x-forwarded-", b"x-original-")
 
 
