@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
-from serving import eventually, process_on_socket
+from serving import eventually, logged_warnings, process_on_socket
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -301,15 +301,8 @@ def test_other_origins_are_refused_on_posts_and_websockets(make_server: Any) -> 
 @pytest.fixture
 def server_log() -> Iterator[list[logging.LogRecord]]:
     """Warnings and errors the in-process test server logs while the test runs."""
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = records.append  # type: ignore[method-assign]
-    loggers = [logging.getLogger(name) for name in ("uvicorn", "uvicorn.error", "asyncio", "service_incident")]
-    for logger in loggers:
-        logger.addHandler(handler)
-    yield records
-    for logger in loggers:
-        logger.removeHandler(handler)
+    with logged_warnings() as records:
+        yield records
 
 
 def test_invalid_utf8_closes_with_1007_and_logs_no_traceback(

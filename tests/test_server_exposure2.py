@@ -16,12 +16,11 @@ import json
 import logging
 import socket
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import httpx
 import pytest
+from serving import logged_warnings
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
@@ -73,23 +72,6 @@ def handshake(headers: list[tuple[str, str]], host: str = "127.0.0.1") -> bytes:
         "Sec-WebSocket-Version: 13",
     ]
     return ("\r\n".join(lines + [f"{name}: {value}" for name, value in headers]) + "\r\n\r\n").encode()
-
-
-@contextmanager
-def server_log() -> Iterator[list[logging.LogRecord]]:
-    """Records the in-process test servers log at WARNING and above. Entered once the server runs:
-    starting one configures its loggers afresh."""
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = records.append  # type: ignore[method-assign]
-    loggers = [logging.getLogger(name) for name in ("uvicorn", "uvicorn.error", "asyncio", "service_incident")]
-    for logger in loggers:
-        logger.addHandler(handler)
-    try:
-        yield records
-    finally:
-        for logger in loggers:
-            logger.removeHandler(handler)
 
 
 # --- handshakes that never finish ------------------------------------------------------------------
@@ -153,7 +135,7 @@ def test_a_head_over_the_cap_is_refused_when_sent_in_one_write(server_url: str) 
 
 def test_unbalanced_brackets_are_a_validation_error_on_every_channel(make_server: Any) -> None:
     url = make_server()
-    with server_log() as records, client(url) as http:
+    with logged_warnings() as records, client(url) as http:
         for path in ("/step", "/reset"):
             response = http.post(path, content=UNBALANCED, headers=JSON)
             assert response.status_code == 422, path
