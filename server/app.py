@@ -26,7 +26,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
 from .errors import EXCEPTION_HANDLERS, JSON
-from .guard import OriginPolicy, RequestGuard
+from .guard import HostPolicy, OriginPolicy, RequestGuard, from_this_machine
 from .http_api import HttpApi
 from .http_episodes import EpisodeStore
 from .mcp import McpEndpoint
@@ -34,7 +34,7 @@ from .openapi import openapi_document
 from .protocol import encode, is_loopback
 from .sessions import Clock, SessionRegistry, environments
 from .settings import Settings
-from .webui import ResultFiles, WebUI
+from .webui import ResultFiles, WebUI, page_policy
 from .ws import SessionEndpoint
 
 # Bounds on how often idle sessions and episodes are looked for: often enough for short test
@@ -90,12 +90,13 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
         Route("/openapi.json", openapi_json, methods=["GET"]),
         Route("/mcp", mcp),
         *api.routes(),
-        *WebUI().routes(),
+        *WebUI(policy=page_policy(settings.frame_ancestors, settings.origins)).routes(),
     ]
     if settings.results_dir is not None:
         routes.append(Mount("/results", ResultFiles(directory=settings.results_dir)))
     guard = Middleware(
         RequestGuard,
+        hosts=HostPolicy(settings.hosts),
         origins=origins,
         max_body_bytes=settings.http_max_body_bytes,
         body_timeout_s=settings.http_timeout_s,
@@ -106,14 +107,15 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
 def _implicit_policy(settings: Settings) -> Callable[[Request], bool]:
     """Whether a request without an episode id may continue the latest episode (HTTP_IMPLICIT_EPISODE).
 
-    "auto" needs both the setting's host and the address the request arrived on to be loopback: the
-    setting alone cannot tell, since `uvicorn --host 0.0.0.0` does not go through the settings.
+    "auto" needs both the setting's host and the request to be local (guard.from_this_machine): the
+    setting alone cannot tell, since `uvicorn --host 0.0.0.0` does not go through the settings, nor
+    can the address, since a tunnel or a proxy on this machine connects from loopback too.
     """
     if settings.http_implicit_episode != "auto":
         return lambda request: settings.http_implicit_episode == "true"
     if not is_loopback(settings.host):
         return lambda request: False
-    return lambda request: is_loopback(request.scope["server"][0] if request.scope.get("server") else "")
+    return lambda request: from_this_machine(request.scope)
 
 
 def main(argv: list[str] | None = None) -> None:

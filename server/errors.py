@@ -2,6 +2,7 @@
 
     ProtocolError (bad body, action, reset or id)  -> 422 {"detail": [{"type", "loc", "msg"}]}
     HTTPException (400, 403, 404, 408, 413, 415)    -> its status, {"detail": "..."}
+    a Host this server does not answer to           -> 421, {"detail": "..."}
     UnknownEpisode                                  -> 404 {"detail": "..."}
     ClientDisconnect (the client left mid-body)     -> nothing is sent, nothing is logged
 
@@ -36,7 +37,7 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 
 
 # Refused before its body was read: closing is the only way not to read the rest of it.
-_UNREAD_BODY = frozenset({403, 408, 413, 415})
+_UNREAD_BODY = frozenset({403, 408, 413, 415, 421})
 
 
 def failure(status: int, detail: str) -> Response:

@@ -126,31 +126,40 @@ class TooDeep(ValueError):
     """JSON nested deeper than MAX_JSON_DEPTH."""
 
 
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+def _nested_at_most(levels: int) -> str:
+    """A regex for a run of matched brackets nested at most `levels` deep; possessive, so it never
+    backtracks and matches in one pass."""
+    pattern = ""
+    for _ in range(levels):
+        pattern = rf"(?:\({pattern}\))*+"
+    return pattern
+
+
+# Matches where the depth first passes MAX_JSON_DEPTH: at depth d, the brackets before the next
+# opening one are matched and at most MAX_JSON_DEPTH - d deep. It stops there, however long the rest.
+_DEEPER = re.compile((r"\(".join(_nested_at_most(levels) for levels in range(MAX_JSON_DEPTH, -1, -1)) + r"\(").encode())
 _NOT_BRACKET = bytes(set(range(256)) - set(b"[]{}"))
-_INNERMOST = re.compile(rb"\[\]|\{\}")
+_AS_PARENTHESES = bytes.maketrans(b"[]{}", b"()()")
 
 
 def check_depth(text: str | bytes) -> None:
     """Raise TooDeep if `text` nests arrays and objects deeper than MAX_JSON_DEPTH.
 
     Cheap where it matters: a document with few brackets cannot be deep, and that is every frame a
-    well-behaved client sends. Otherwise strings are cut out and matched brackets peeled off level by
-    level, all in C, at most MAX_JSON_DEPTH passes.
+    well-behaved client sends. Otherwise strings are cut out and the brackets walked once by a regex,
+    all in C, which stops where the depth passes the limit. Balanced or not: a decoder recurses into
+    `[[[` before it finds the end missing. Past the first error of a broken document the count may
+    be wrong, but only ever for a document that is refused either way.
     """
     square, curly = ("[", "{") if isinstance(text, str) else (b"[", b"{")
     if text.count(square) + text.count(curly) <= MAX_JSON_DEPTH:
         return
     data = text.encode(errors="surrogatepass") if isinstance(text, str) else text
-    brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKET)
-    for _ in range(MAX_JSON_DEPTH):
-        peeled = _INNERMOST.sub(b"", brackets)
-        if peeled == brackets:
-            return  # unbalanced: not deep, just broken; the decoder words that error
-        brackets = peeled
-        if not brackets:
-            return
-    raise TooDeep(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    if b"\\" in data:  # escaped backslashes, then escaped quotes: what is left of a quote delimits a string
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    outside_strings = b"".join(data.split(b'"')[::2])
+    if _DEEPER.match(outside_strings.translate(_AS_PARENTHESES, _NOT_BRACKET)):
+        raise TooDeep(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
 
 
 def decode_message(text: str | bytes) -> ClientMessage:

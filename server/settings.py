@@ -15,7 +15,11 @@ from msgspec import Meta, Struct
 
 from service_incident.holdout import MIN_KEY_CHARS
 
+from .logs import logging_config
 from .transport import HttpProtocol, WebSocketProtocol
+
+# A Space's app is shown on its page at huggingface.co, and may be embedded from other Spaces.
+SPACE_FRAME_ANCESTORS = "https://huggingface.co https://*.hf.space"
 
 Positive = Annotated[float, Meta(gt=0)]
 Count = Annotated[int, Meta(ge=1)]
@@ -48,8 +52,22 @@ class Settings(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     # A request's head and body must each arrive within this; an idle keep-alive connection closes after it.
     http_timeout_s: Positive = 10.0
     # Browser origins allowed beside the server's own, comma-separated ("*": any). Clients that are
-    # not browsers send no Origin and are always allowed.
+    # not browsers send no Origin and are always allowed. The page may fetch replays from them too.
     allowed_origins: str = ""
+    # Host names a connection that arrives on loopback may name beside loopback ones (comma-separated,
+    # "*": any): a tunnel's or a local proxy's public name. Others are refused, so a page on a domain
+    # that an attacker points at 127.0.0.1 (DNS rebinding) cannot reach a local server.
+    allowed_hosts: str = ""
+    # The proxies whose X-Forwarded-For and X-Forwarded-Proto are believed (uvicorn's option: addresses
+    # or networks, comma-separated, "*": any). Nobody by default, so a client cannot pose as many.
+    forwarded_allow_ips: str = ""
+    # Connections one peer address may hold at once, HTTP and WebSocket together; past it, 503 (but
+    # /health is answered). None: a quarter of the descriptors the process may open. Behind a proxy
+    # every client is the proxy: raise it to MAX_CONCURRENT_ENVS and more.
+    max_connections_per_client: Count | None = None
+    # Who may show the page in a frame (CSP frame-ancestors). The default: the Hugging Face Hub,
+    # which frames a Space's app, when running on a Space; nobody elsewhere.
+    frame_ancestors: str = "'none'"
     log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "info"
     # A folder of inference.py results to serve at /results/, so the page replays runs by URL.
     results_dir: str | None = None
@@ -64,6 +82,8 @@ class Settings(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
         raw: dict[str, Any] = {
             name: _parse_env(environ[name.upper()]) for name in cls.__struct_fields__ if name.upper() in environ
         }
+        if on_a_space(environ):
+            raw.setdefault("frame_ancestors", SPACE_FRAME_ANCESTORS)
         raw.update(overrides)
         try:
             return msgspec.convert(raw, cls, strict=False)
@@ -75,7 +95,7 @@ class Settings(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
         return {
             "host": self.host,
             "port": self.port,
-            "http": HttpProtocol,
+            "http": HttpProtocol.bounded(self.max_connections_per_client),
             "ws": WebSocketProtocol,
             "timeout_keep_alive": self.http_timeout_s,
             "ws_max_size": self.ws_max_message_bytes,
@@ -83,13 +103,30 @@ class Settings(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
             "ws_ping_timeout": self.ws_ping_timeout_s,
             "ws_per_message_deflate": self.ws_per_message_deflate,
             "log_level": self.log_level,
+            "log_config": logging_config(),
+            # Without proxy_headers uvicorn ignores the headers; with it, believes them from these.
+            "proxy_headers": bool(self.forwarded_allow_ips),
+            "forwarded_allow_ips": self.forwarded_allow_ips or None,
             # HTTP episodes and WebSocket sessions live in this process: more workers would split them.
             "workers": 1,
         }
 
     @property
     def origins(self) -> frozenset[str]:
-        return frozenset(origin.strip() for origin in self.allowed_origins.split(",") if origin.strip())
+        return _names(self.allowed_origins)
+
+    @property
+    def hosts(self) -> frozenset[str]:
+        return frozenset(host.lower() for host in _names(self.allowed_hosts))
+
+
+def on_a_space(environ: Mapping[str, str]) -> bool:
+    """Whether this runs on a Hugging Face Space, which sets these variables in its containers."""
+    return "SPACE_ID" in environ or environ.get("SYSTEM") == "spaces"
+
+
+def _names(listed: str) -> frozenset[str]:
+    return frozenset(name.strip() for name in listed.split(",") if name.strip())
 
 
 def _parse_env(value: str) -> str | None:

@@ -25,13 +25,22 @@ MEDIA_TYPES = {
     ".js": "text/javascript; charset=utf-8",
     ".css": "text/css; charset=utf-8",
 }
-# Scripts and styles from this server only: even if a log line's HTML reached the DOM, no script in
-# it could run. Replays may be fetched from another origin (which must allow it with CORS).
-CONTENT_SECURITY_POLICY = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self' ws: wss: http: https:; object-src 'none'; base-uri 'none'; form-action 'none'; "
-    "frame-ancestors 'none'"
-)
+
+
+def page_policy(frame_ancestors: str = "'none'", connect_origins: frozenset[str] = frozenset()) -> str:
+    """The page's Content-Security-Policy. Scripts and styles from this server only: even if a log
+    line's HTML reached the DOM, no script in it could run, and it could send nothing anywhere but
+    this server (`'self'` covers its WebSocket too) and the origins ALLOWED_ORIGINS names, which
+    replays may be fetched from (they must allow it with CORS). Framed only by `frame_ancestors`."""
+    others = ["ws:", "wss:", "http:", "https:"] if "*" in connect_origins else sorted(connect_origins)
+    connect = " ".join(["'self'", *others])
+    return (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        f"connect-src {connect}; object-src 'none'; base-uri 'none'; form-action 'none'; "
+        f"frame-ancestors {frame_ancestors}"
+    )
+
+
 # Result files are data, never a document: nothing in one may run, load or be framed.
 RESULTS_POLICY = "default-src 'none'; sandbox; frame-ancestors 'none'"
 RESULT_TYPES = {".jsonl": "application/x-ndjson", ".md": "text/markdown; charset=utf-8"}
@@ -45,7 +54,8 @@ class _Asset:
 
 
 class WebUI:
-    def __init__(self, directory: Path = WEB_DIR) -> None:
+    def __init__(self, directory: Path = WEB_DIR, policy: str = page_policy()) -> None:
+        self.policy = policy
         self.assets = {
             path.name: _Asset(path.read_bytes(), MEDIA_TYPES[path.suffix])
             for path in sorted(directory.iterdir())
@@ -76,14 +86,13 @@ class WebUI:
             return Response("Not Found", 404, media_type="text/plain")
         return self._serve(request, asset)
 
-    @staticmethod
-    def _serve(request: Request, asset: _Asset) -> Response:
+    def _serve(self, request: Request, asset: _Asset) -> Response:
         headers = {
             "ETag": asset.etag,
             # Revalidate every time: a new release shows at once, an unchanged file costs a 304.
             "Cache-Control": "no-cache",
             "X-Content-Type-Options": "nosniff",
-            "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+            "Content-Security-Policy": self.policy,
             "Referrer-Policy": "no-referrer",
         }
         if request.headers.get("if-none-match") == asset.etag:

@@ -1,9 +1,11 @@
 """Test helpers: serve any ASGI app with uvicorn on a free 127.0.0.1 port in a background thread; a
-clock the test moves by hand; waiting for a condition without sleeping through a timeout."""
+clock the test moves by hand; waiting for a condition without sleeping through a timeout; the
+warnings a server logs."""
 
 from __future__ import annotations
 
 import http.client
+import logging
 import os
 import socket
 import subprocess
@@ -41,6 +43,23 @@ def eventually(condition: Any, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {WAIT_S:g} s: {what}")
         time.sleep(0.01)
+
+
+@contextmanager
+def logged_warnings() -> Iterator[list[logging.LogRecord]]:
+    """The warnings and errors the in-process test servers log meanwhile. Enter it once the server
+    runs: starting one configures uvicorn's loggers afresh, dropping handlers added before."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append  # type: ignore[method-assign]
+    loggers = [logging.getLogger(name) for name in ("uvicorn", "uvicorn.error", "asyncio", "service_incident")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
 
 
 @contextmanager

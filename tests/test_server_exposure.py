@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
-from serving import eventually, process_on_socket
+from serving import eventually, logged_warnings, process_on_socket
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -124,7 +124,7 @@ def stream_body(port: int, path: str, total: int, chunked: bool) -> int:
         raw.sendall(
             b"POST "
             + path.encode()
-            + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + b" HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
             + framing
             + b"\r\n\r\n"
         )
@@ -218,7 +218,7 @@ def test_silent_connections_beyond_the_descriptor_limit_cannot_lock_others_out(t
         idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(300)]
         for i, connection in enumerate(idle):
             if i % 2:
-                connection.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ")  # half a header
+                connection.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")  # half a header
         try:
             eventually(lambda: _answers(f"{url}/health"), "/health answered while silent connections were open")
 
@@ -247,7 +247,7 @@ def _answers(url: str) -> bool:
 def test_a_head_larger_than_the_limit_is_refused(server_url: str) -> None:
     port = int(server_url.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
-        raw.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        raw.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\n")
         try:
             for _ in range(64):
                 raw.sendall(b"X-Filler: " + b"f" * 1000 + b"\r\n")
@@ -301,15 +301,8 @@ def test_other_origins_are_refused_on_posts_and_websockets(make_server: Any) -> 
 @pytest.fixture
 def server_log() -> Iterator[list[logging.LogRecord]]:
     """Warnings and errors the in-process test server logs while the test runs."""
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = records.append  # type: ignore[method-assign]
-    loggers = [logging.getLogger(name) for name in ("uvicorn", "uvicorn.error", "asyncio", "service_incident")]
-    for logger in loggers:
-        logger.addHandler(handler)
-    yield records
-    for logger in loggers:
-        logger.removeHandler(handler)
+    with logged_warnings() as records:
+        yield records
 
 
 def test_invalid_utf8_closes_with_1007_and_logs_no_traceback(
@@ -334,7 +327,7 @@ def test_a_client_leaving_mid_body_logs_no_traceback(server_url: str, server_log
     for _ in range(3):
         with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
             raw.sendall(
-                b"POST /step HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"POST /step HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                 b'Content-Length: 1000\r\n\r\n{"action": '
             )
     assert httpx.get(f"{server_url}/health").status_code == 200  # it has handled the three by now

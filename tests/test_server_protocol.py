@@ -24,7 +24,7 @@ from service_incident.server.protocol import (
         json.dumps({"type": "step", "data": {"action": "inspect_logs", "target": "db", "rationale": "[" * 5000}}),
         "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH,
         '{"a": [' * (MAX_JSON_DEPTH // 2) + "1" + "]}" * (MAX_JSON_DEPTH // 2),
-        "[" * 5000,  # unbalanced: not deep, broken; the decoder says so
+        "[" * MAX_JSON_DEPTH + "]",  # unbalanced but shallow: the decoder says what is wrong
         r'["\"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["]',
     ],
 )
@@ -37,6 +37,8 @@ def test_one_level_too_deep_is_refused() -> None:
     for text in (
         "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1),
         "[{" * (MAX_JSON_DEPTH // 2) + "[]" + "}]" * (MAX_JSON_DEPTH // 2),
+        "[" * (MAX_JSON_DEPTH + 1),  # unbalanced: a decoder recurses as deep before it finds the end missing
+        "[" * 5000 + "]" * 10,
     ):
         with pytest.raises(TooDeep):
             check_depth(text)

@@ -385,9 +385,13 @@ def file_server(tmp_path: Path) -> Iterator[str]:
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"><i class="pwn">in</i>'
 
 
-def test_html_in_a_log_line_is_shown_as_text(page: Any, server_url: str, file_server: str, tmp_path: Path) -> None:
+def test_html_in_a_log_line_is_shown_as_text(
+    page: Any, make_server: Callable[..., str], file_server: str, tmp_path: Path
+) -> None:
     # The core never writes HTML into a log, so the hostile line comes in through a replayed results
-    # file: the replay renders with the same components as play.
+    # file: the replay renders with the same components as play. The page may fetch it from another
+    # origin because the settings name that origin.
+    server_url = make_server(allowed_origins=file_server)
     (record,) = results(server_url, ("easy",))
     data = msgspec.to_builtins(record)
     observation = data["trace"][0]["observation"]
