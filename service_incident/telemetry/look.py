@@ -1,34 +1,21 @@
-"""Telemetry rendered from the world: the views an on-call engineer has, and the pages.
-
-Views: logs (lines from the service's pods), metrics (p50/p99 latency, error rate, request rate, CPU,
-memory, with minute-by-minute history from before the page), health (pods with identities,
-restarts, termination reasons and recent events), deploy history, a database's own diagnostics,
-and sampled traces through a service. `Telemetry.look` is the one entry point: it renders a view
-and decides, once, whether anything changed since the agent last looked at it. Alert rules are
-defined here, once, and the generator uses them too.
-
-Every rendering draws from its own RNG keyed by (episode seed, service, view, step), so a service's
-text is the same whatever was inspected before it. Identities (pod names, PIDs, versions, hosts)
-belong to the system and are keyed by the incident alone.
-"""
+"""The one entry point to an episode's telemetry: `Telemetry`, rendering each view and deciding whether
+it changed since the last look."""
 
 from __future__ import annotations
 
 import math
 import random
-import re
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import cache, cached_property, lru_cache
+from functools import cached_property, lru_cache
 from typing import Literal
 
-from .faults import CHANGED_FILES, FAULTS, PROXY_TECHS, FailureMode, FaultType, changed_files
-from .incidents import Distraction
-from .models import Alert, MetricPoint, Metrics
-from .topology import KINDS, OPERATIONS, PORTS, ROUTINE_BY_TECH
-from .world import (
+from ..faults import CHANGED_FILES, FAULTS, FailureMode, FaultType, changed_files
+from ..incidents import Distraction
+from ..models import Alert, MetricPoint, Metrics
+from ..topology import KINDS, OPERATIONS, PORTS, ROUTINE_BY_TECH
+from ..world import (
     HISTORY_MINUTES,
     P1_LATENCY_MS,
     Edge,
@@ -42,14 +29,22 @@ from .world import (
     unit,
     wobbles,
 )
+from .clock import age, clock, epoch_ms, format_time, parse_time, stamp_ms
+from .phrases import (
+    CONFIG_SYNC_MINUTES,
+    DATASTORE_WORK,
+    DISTRACTION_LOGS,
+    EVERYDAY_RATES,
+    RELEASE_NOTES,
+    REMEDY_LOGS,
+    ROUTINE_LINES,
+    TECH_WORK,
+)
+from .templates import fill, hexkey, pick, pick_fixed, rng_for
 
 View = Literal["logs", "metrics", "health", "deploys", "db", "traces"]
-# How many routine lines a two-minute window of a service's logs holds.
-ROUTINE_LINES = (2, 5)
 LOG_WINDOW_S = 120
-STEP_MINUTES = 1
 METRIC_NOISE = 0.03
-LEVELS = ("CRIT", "PANIC", "FATAL", "ERROR", "WARN", "LOG", "INFO")
 TRACES_SAMPLED = 4
 TRACE_CANDIDATES = 12
 TRACE_DEPTH = 3
@@ -62,8 +57,6 @@ SPAN_STATUS: dict[FailureMode, str] = {
     "refused": "error(503)",
     "rejected": "error(rejected)",
 }
-
-_FIELD = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,99 +113,12 @@ def fired(user_facing: bool, state: ServiceState) -> list[tuple[AlertRule, float
     return [(rule, value) for rule in _WATCHING[user_facing] if (value := rule.value(state)) >= rule.threshold]
 
 
-def rng_for(seed: int, *key: object) -> random.Random:
-    return random.Random(":".join(map(str, (seed, *key))))
-
-
-@lru_cache(maxsize=1024)
-def parse_time(stamp: str) -> datetime:
-    # Cached: every view's clock starts from the incident's start, parsed once.
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-
-
-def format_time(moment: datetime) -> str:
-    date = f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
-    return f"{date}T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}Z"
-
-
-def clock(world: World, step: int) -> datetime:
-    return parse_time(world.incident.started_at) + timedelta(minutes=STEP_MINUTES * step)
-
-
-_Piece = Callable[[random.Random, dict[str, str]], str]
-
-
-def _piece(name: str, arg: str | None) -> _Piece:
-    if name == "int":
-        low, high = map(int, (arg or "").split(":"))
-        return lambda rng, _: str(low + int(rng.random() * (high - low + 1)))
-    if name == "float":
-        low_f, high_f = map(float, (arg or "").split(":"))
-        return lambda rng, _: f"{low_f + rng.random() * (high_f - low_f):.1f}"
-    if name == "hex":
-        digits = int(arg or "0")
-        return lambda rng, _: f"{rng.getrandbits(4 * digits):0{digits}x}"
-    if name == "pick":
-        options = tuple((arg or "").split("|"))
-        return lambda rng, _: pick(rng, options)
-    if name == "endpoint":
-        return lambda rng, context: fill(context[name], rng, context)
-    return lambda _, context: context[name]
-
-
-@cache
-def _compile(template: str) -> tuple[_Piece, ...]:
-    """A template cut once into literal text and the fields to draw: rendering is then a join."""
-    pieces: list[_Piece] = []
-    position = 0
-    for match in _FIELD.finditer(template):
-        literal = template[position : match.start()]
-        if literal:
-            pieces.append(lambda _, __, text=literal: text)
-        pieces.append(_piece(match.group(1), match.group(2)))
-        position = match.end()
-    if template[position:]:
-        pieces.append(lambda _, __, text=template[position:]: text)
-    return tuple(pieces)
-
-
-def fill(template: str, rng: random.Random, context: dict[str, str]) -> str:
-    """Expand a template: {int:a:b}, {float:a:b}, {hex:n}, {pick:a|b} and named context fields."""
-    if "{" not in template:
-        return template
-    return "".join([piece(rng, context) for piece in _compile(template)])
-
-
-def pick(rng: random.Random, options: tuple[str, ...] | list[str]) -> str:
-    return options[int(rng.random() * len(options))]
-
-
 # How strongly a red herring's minor fault shows in its service's own views.
 _MINOR_STRENGTH = 0.4
 # Lines only the pods whose containers crash write.
 _CRASHING = "*crashing"
 # Lines of an event at a fixed moment, which whichever look shows it shows from the same pod.
 _KEYED = "*keyed"
-
-
-def _ms(moment: datetime) -> int:
-    return int(moment.timestamp() * 1000)
-
-
-def stamp_ms(epoch_ms: int) -> str:
-    seconds, millis = divmod(epoch_ms, 1000)
-    t = time.gmtime(seconds)
-    return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}.{millis:03d}Z"
-
-
-def level(line: str) -> str:
-    """The level word of a rendered log line, or "" for a line without one."""
-    fields = line.split(maxsplit=4)
-    return fields[3] if len(fields) > 3 else ""
-
-
-def _hexkey(*key: object) -> str:
-    return f"{int(unit(*key) * 0xFFFFFF):06x}"
 
 
 @lru_cache(maxsize=4096)
@@ -361,7 +267,7 @@ class Telemetry:
         # A restart is a new pod template (its restartedAt annotation), so a new ReplicaSet and hash; a
         # rollback returns to the previous release's template.
         restarted = sum(1 for e in world.history if e.service == service and e.remedy == "restart" and e.step <= step)
-        template = _hexkey(iid, service, "rs", self.version(service, step), *([restarted] if restarted else []))[:5]
+        template = hexkey(iid, service, "rs", self.version(service, step), *([restarted] if restarted else []))[:5]
         template += "9"
         crash = self._crash(service)
         sick: dict[int, int] = {}  # how many pods' containers crash, by step
@@ -372,7 +278,7 @@ class Telemetry:
         pods = []
         for index in range(replicas):
             scaled = index >= node.replicas
-            suffix = _hexkey(iid, service, generation, index)[:5]
+            suffix = hexkey(iid, service, generation, index)[:5]
             name = f"{service}-{template}-{suffix}"
             if born is not None:
                 # A rollout replaces the pods one at a time in the seconds before it completes.
@@ -393,7 +299,7 @@ class Telemetry:
                 # restarting inside the pod on the orchestrator's back-off (10 s doubling up to 5 min), until
                 # the last minute it crashed in; its restarts stay counted after that.
                 kind, began, _ = crash
-                first = max(began, (_ms(created) - _ms(clock(world, 0))) // 60_000)
+                first = max(began, (epoch_ms(created) - epoch_ms(clock(world, 0))) // 60_000)
                 last = next((s for s in range(step, first - 1, -1) if index < sick.get(s, 0)), None)
                 if last is not None:
                     since = max(clock(world, began), created)
@@ -436,7 +342,7 @@ class Telemetry:
 
     def _pods_at(self, service: str, moment: datetime) -> list[Pod]:
         """The pods that were running at a moment: those of the step it falls in."""
-        return self.pods(service, (_ms(moment) - _ms(clock(self.world, 0))) // 60_000)
+        return self.pods(service, (epoch_ms(moment) - epoch_ms(clock(self.world, 0))) // 60_000)
 
     def logs(self, service: str, step: int) -> str:
         world, incident = self.world, self.world.incident
@@ -466,7 +372,7 @@ class Telemetry:
             strength = next(
                 (s for k, s in world.fault_runs(service, healed if fixed else step) if k.name == fault.type), 0.0
             )
-            until = _ms(clock(world, healed)) - 1 if fixed else end_ms
+            until = epoch_ms(clock(world, healed)) - 1 if fixed else end_ms
             if strength <= 0.0 or until <= begin_ms:
                 continue
             kind = FAULTS[fault.type]
@@ -486,17 +392,18 @@ class Telemetry:
         for event in world.history:
             if event.service != service or not step - 1 <= event.step <= step:
                 continue
-            done = _ms(clock(world, event.step))
+            done = epoch_ms(clock(world, event.step))
             if event.remedy == "restart":
                 # A rolling restart: each pod says so as it goes and its replacement takes over from then.
                 replacements = self.pods(service, event.step)
                 for old, new in zip(self.pods(service, event.step - 1), replacements, strict=False):
-                    stops[old.name] = (_ms(new.created), new)
-                    groups.append(([_REMEDY_LOGS["restart"]], _ms(new.created) - 1, _ms(new.created), old.name))
+                    stops[old.name] = (epoch_ms(new.created), new)
+                    took_over = epoch_ms(new.created)
+                    groups.append(([REMEDY_LOGS["restart"]], took_over - 1, took_over, old.name))
             else:
                 # The change's own line comes from the pods after it.
-                groups.append(([_REMEDY_LOGS[event.remedy]], done, min(end_ms, done + 30_000), ""))
-        for kind, rate in _EVERYDAY_RATES.items():
+                groups.append(([REMEDY_LOGS[event.remedy]], done, min(end_ms, done + 30_000), ""))
+        for kind, rate in EVERYDAY_RATES.items():
             # Everyday noise is everyday: any service, at fault or not, shows it at its own keyed rate.
             if unit(incident.id, service, kind, "everyday") < rate:
                 groups.append((self._side_work_lines(kind, service, (service, "everyday")), begin_ms, end_ms, ""))
@@ -517,7 +424,7 @@ class Telemetry:
             for n, (lines, lo, hi, who) in enumerate(groups)
             for template in lines
         )
-        page_ms = _ms(clock(world, 0))
+        page_ms = epoch_ms(clock(world, 0))
         by_step: dict[int, tuple[list[Pod], list[Pod], str]] = {step: (pods, [], context["version"])}
         rendered = []
         process = _process(node.tech, profile.process)
@@ -537,7 +444,7 @@ class Telemetry:
                 choices = [
                     p
                     for p in pool
-                    if stops.get(p.name, (moment_ms + 1,))[0] > moment_ms and _ms(p.created) <= moment_ms
+                    if stops.get(p.name, (moment_ms + 1,))[0] > moment_ms and epoch_ms(p.created) <= moment_ms
                 ]
                 if who != _CRASHING:
                     # A rolling restart's replacements serve from the moment each took over.
@@ -560,7 +467,7 @@ class Telemetry:
         """How often a service's config sync runs, a moment it ran at, and the line each run writes."""
         iid = self.world.incident.id
         period = 60_000 * CONFIG_SYNC_MINUTES[int(unit(iid, service, "sync") * len(CONFIG_SYNC_MINUTES))]
-        phase = _ms(clock(self.world, 0)) + int(unit(iid, service, "sync phase") * period)
+        phase = epoch_ms(clock(self.world, 0)) + int(unit(iid, service, "sync phase") * period)
         return period, phase, f"INFO config reloaded from configmap {service}-config (periodic sync, no changes)"
 
     def _context(self, service: str, step: int, pods: list[Pod]) -> dict[str, str]:
@@ -571,7 +478,7 @@ class Telemetry:
             "version": self.version(service, step),
             "expired": self._expired(service),
             "host": f"{service}.internal",
-            "canary": f"{service}-canary-{_hexkey(incident.id, service, 'canary')[:5]}",
+            "canary": f"{service}-canary-{hexkey(incident.id, service, 'canary')[:5]}",
             "container": service,
             # Settings of the service: the same on every line and every pod.
             "max_conn": str(100 * (1 + int(unit(incident.id, service, "maxconn") * 4))),
@@ -626,7 +533,7 @@ class Telemetry:
 
     def _distraction_lines(self, kind: str, distraction: Distraction, index: int) -> list[str]:
         iid = self.world.incident.id
-        options = _DISTRACTION_LOGS[kind]
+        options = DISTRACTION_LOGS[kind]
         if kind == "misleading_log":
             blamed = distraction.blames or ""
             node = self.world.plan.by_name[distraction.service]
@@ -648,11 +555,11 @@ class Telemetry:
         """Lines of a service's side work (a batch job, a failing export), in words
         of its technology: a datastore has backups and snapshots, no webhooks."""
         iid = self.world.incident.id
-        options = _DISTRACTION_LOGS[kind]
+        options = DISTRACTION_LOGS[kind]
         node = self.world.plan.by_name[service]
         if node.kind in OPERATIONS:
-            options = _DATASTORE_WORK.get(kind, options)
-        options = _TECH_WORK.get(node.tech, {}).get(kind, options)
+            options = DATASTORE_WORK.get(kind, options)
+        options = TECH_WORK.get(node.tech, {}).get(kind, options)
         if not options:
             return []
         chosen = list(dict.fromkeys(options[int(unit(iid, *key, kind, n) * len(options))] for n in range(2)))
@@ -719,12 +626,12 @@ class Telemetry:
         image = f"{service}:{self.version(service, step)}"
         lines = [f"deployment {service} image {image} replicas={len(pods)} ready={ready}"]
         for pod in pods:
-            age = _age(now - pod.created)
+            old = age(now - pod.created)
             last = f" last_termination={pod.last_termination}" if pod.last_termination else ""
-            lines.append(f"  pod {pod.name} pid={pod.pid} status={pod.status} restarts={pod.restarts} age={age}{last}")
+            lines.append(f"  pod {pod.name} pid={pod.pid} status={pod.status} restarts={pod.restarts} age={old}{last}")
         events = self._events(service, step, pods, state)
         lines.append("events (last 15m):" if events else "events (last 15m): none")
-        lines += [f"  {_age(now - at)} ago {text}" for at, text in sorted(events, reverse=True)[:6]]
+        lines += [f"  {age(now - at)} ago {text}" for at, text in sorted(events, reverse=True)[:6]]
         probe = "failed" if state.health == "down" else "passed"
         rt = "timeout" if probe == "failed" else f"{round(state.p50_ms * rng.uniform(0.5, 0.9))}ms"
         lines.append(f"probe GET /healthz: {probe} rt={rt}")
@@ -797,7 +704,7 @@ class Telemetry:
                 text = change.replace("{version}", current)
                 draw = unit(incident.id, service, index, "notes")
                 if text.startswith("deploy ") and draw >= 0.4:
-                    notes = (*_RELEASE_NOTES, "routine release")
+                    notes = (*RELEASE_NOTES, "routine release")
                     text = f"deploy {current}: {notes[int((draw - 0.4) / 0.6 * len(notes))]}"
                 touched = FAULTS[fault.type].touches
                 files = self._files(service, touched, index) if touched else ""
@@ -813,7 +720,7 @@ class Telemetry:
                 note, touched = features[int(unit(incident.id, service, index, "vocab") * len(features))]
                 draw = unit(incident.id, service, "notes")
                 if draw >= 0.4:
-                    note = _RELEASE_NOTES[int(draw * len(_RELEASE_NOTES))]
+                    note = RELEASE_NOTES[int(draw * len(RELEASE_NOTES))]
                 entries.append((moment, f"deploy {current}: {note} by ci-bot{self._files(service, touched, index)}"))
                 changed = True
         for event in world.history:
@@ -1207,10 +1114,6 @@ def _tenths(value: float) -> float:
     return round(value, 1)
 
 
-def pick_fixed(options: tuple[str, ...], *key: object) -> str:
-    return options[int(unit(*key) * len(options))]
-
-
 def _endpoint(template: str, endpoints: tuple[str, ...], rng: random.Random) -> str:
     """A caller's endpoint: a write fails on a write endpoint, never on a GET."""
     if "write failed" in template:
@@ -1235,17 +1138,6 @@ def _process(tech: str, default: str) -> str:
     return {"mysql": "mysqld", "memcached": "memcached", "kafka": "kafka", "envoy": "envoy"}.get(tech, default)
 
 
-def _age(delta: timedelta) -> str:
-    seconds = max(0, int(delta.total_seconds()))
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    if seconds < 172800:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"
-
-
 def _metrics_text(metrics: Metrics) -> str:
     return (
         f"p50 {metrics.p50_ms:.0f} ms, p99 {metrics.p99_ms:.0f} ms, error rate {metrics.error_rate:.4f}, "
@@ -1259,88 +1151,4 @@ _RENDER: dict[str, Callable[[Telemetry, str, int], str]] = {
     "deploys": Telemetry.deploys,
     "db": Telemetry.db_query,
     "traces": Telemetry.traces,
-}
-
-# Notes any release carries; a note naming a feature comes with that feature's files (CHANGED_FILES).
-_RELEASE_NOTES = (
-    "dependency updates",
-    "feature flag cleanup",
-    "logging format change",
-    "connection pool settings",
-    "retry policy tuning",
-)
-
-_DISTRACTION_LOGS: dict[str, tuple[str, ...]] = {
-    "noisy_neighbour": (
-        "INFO batch job reindex-{hex:4} running, processed {int:10000:90000} rows",
-        "INFO background compaction in progress ({int:20:80}% done)",
-        "WARN cpu throttled for {int:10:40}% of the last period",
-        "INFO nightly report generation started for {int:100:900} accounts",
-    ),
-    # A release's trace is its deploy history and its pods' age, not a line of its own.
-    "recent_deploy": (),
-    "misleading_log": (
-        '{level} req={{hex:8}} "{{endpoint}}" status=504 upstream={blamed} err="deadline exceeded after {deadline}ms"',
-        "{level} slow response from upstream={blamed} rt={{int:300:900}}ms, retrying (attempt 2/3)",
-        '{level} req={{hex:8}} "{{endpoint}}" status={status} upstream={blamed} err="{failure}"',
-    ),
-    "flaky_errors": (
-        "ERROR partner webhook delivery failed: x509: certificate has expired host=hooks.partner.io",
-        "WARN provider responded 429 Too Many Requests retry_after={int:20:120}s job=nightly-export",
-        "ERROR export job {hex:6} failed: deadline exceeded after {int:1000:5000}ms",
-        "ERROR upload to object storage failed: connection reset by peer bucket=reports-{hex:4}",
-        "WARN GC pause {float:0:3}s heap={int:70:90}%",
-    ),
-    "stale_alert": (),
-    "minor_fault": (),
-}
-# How often any service shows each kind of everyday noise whether or not anything is wrong with it:
-# near the rate a red herring of that kind adds, so the lines say little about which service is at fault.
-_EVERYDAY_RATES = {"noisy_neighbour": 0.25, "flaky_errors": 0.2}
-# The periods a service's config sync runs on, in minutes: a two-minute log window shows a reload from
-# about a quarter of services.
-CONFIG_SYNC_MINUTES = (3, 5, 8, 10, 15)
-# A datastore's own side work (no webhooks, exports, reports or reindexing jobs of its own): backups,
-# snapshots, audit streams, compaction.
-_THROTTLED = "WARN cpu throttled for {int:10:40}% of the last period"
-_DATASTORE_WORK: dict[str, tuple[str, ...]] = {
-    "flaky_errors": (
-        "ERROR backup upload to object storage failed: connection reset by peer bucket=backups-{hex:4}",
-        "WARN scheduled snapshot {hex:6} failed: deadline exceeded after {int:1000:5000}ms, will retry",
-        "ERROR audit stream shipping to analytics failed: connection refused host=audit-sink.internal",
-    ),
-    "noisy_neighbour": (
-        "INFO background compaction in progress ({int:20:80}% done)",
-        _THROTTLED,
-    ),
-}
-# Side work of technologies that keep no data of their own or run no jobs: a proxy rotates and ships
-# its access logs; memcached persists nothing; redis snapshots and rewrites its append-only file.
-_PROXY_WORK: dict[str, tuple[str, ...]] = {
-    "flaky_errors": (
-        "ERROR access log shipping failed: connection reset by peer host=log-sink.internal",
-        "WARN access log upload to object storage failed: deadline exceeded after {int:1000:5000}ms, will retry",
-    ),
-    "noisy_neighbour": ("INFO access log rotation: compressing {int:2:9} files", _THROTTLED),
-}
-_TECH_WORK: dict[str, dict[str, tuple[str, ...]]] = {
-    **dict.fromkeys(PROXY_TECHS, _PROXY_WORK),
-    "memcached": {
-        "flaky_errors": ("ERROR stats export to metrics sink failed: connection refused host=stats-sink.internal",),
-        "noisy_neighbour": ("INFO slab rebalancer moved {int:2:40} pages between classes", _THROTTLED),
-    },
-    "redis": {
-        "noisy_neighbour": ("INFO Background append only file rewriting started ({int:20:80}% done)", _THROTTLED),
-    },
-}
-
-_REMEDY_LOGS = {
-    "restart": "INFO received SIGTERM, shutting down; replacement pod passed readiness",
-    "rollback": "INFO starting {svc} {version}",
-    "scale_up": "INFO new replicas joined the pool",
-    "escalate": "INFO incident ticket opened with the owning team",
-    "failover": "INFO failover complete: replica promoted to primary",
-    "expand_volume": "INFO volume resized online, filesystem grown",
-    "renew_certificate": "INFO certificate reloaded for {host}",
-    "shed_load": "WARN admission control enabled: excess requests answered 429",
 }
