@@ -13,7 +13,8 @@ belong to the system and are keyed by the incident alone.
 """
 
 from .clock import STEP_MINUTES, clock, format_time, parse_time
-from .look import ALERT_RULES, LOG_WINDOW_S, TRACE_DEPTH, Look, Telemetry, View, fired
+from .look import LOG_WINDOW_S, TRACE_DEPTH, Look, Telemetry, View
+from .pages import ALERT_RULES, fired
 from .templates import LOUD_LEVELS, level
 
 __all__ = [

@@ -8,28 +8,28 @@ import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from typing import Literal
 
 from ..faults import CHANGED_FILES, FAULTS, FailureMode, FaultType, changed_files
 from ..incidents import Distraction
-from ..models import Alert, MetricPoint, Metrics
+from ..models import Alert, Metrics
 from ..topology import KINDS, OPERATIONS, PORTS, ROUTINE_BY_TECH
 from ..world import (
     HISTORY_MINUTES,
-    P1_LATENCY_MS,
     Edge,
     Node,
     ServiceState,
     World,
     distraction_onset,
-    distraction_strength,
     fault_lead,
     spread,
     unit,
-    wobbles,
 )
+from . import metrics, pages
 from .clock import age, clock, epoch_ms, format_time, parse_time, stamp_ms
+from .metrics import metrics_text
+from .pages import disk_used, full_volume
 from .phrases import (
     CONFIG_SYNC_MINUTES,
     DATASTORE_WORK,
@@ -40,16 +40,14 @@ from .phrases import (
     ROUTINE_LINES,
     TECH_WORK,
 )
+from .state import TelemetryState
 from .templates import fill, hexkey, pick, pick_fixed, rng_for
 
 View = Literal["logs", "metrics", "health", "deploys", "db", "traces"]
 LOG_WINDOW_S = 120
-METRIC_NOISE = 0.03
 TRACES_SAMPLED = 4
 TRACE_CANDIDATES = 12
 TRACE_DEPTH = 3
-# The noise channels of a metric point's signals: p99, error rate, request rate, CPU, memory.
-_POINT_CHANNELS = range(10, 15)
 # A faulty service's own span status by how its requests fail; each wording is shared by several fault types.
 SPAN_STATUS: dict[FailureMode, str] = {
     "error": "error(500)",
@@ -57,60 +55,6 @@ SPAN_STATUS: dict[FailureMode, str] = {
     "refused": "error(503)",
     "rejected": "error(rejected)",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class AlertRule:
-    """One paging rule: a signal on some services, firing at or above a threshold."""
-
-    signal: Literal["http_5xx_ratio", "error_ratio", "p99_latency_ms", "cpu_pct", "memory_pct"]
-    audience: Literal["user_facing", "internal", "any"]
-    threshold: float
-    value: Callable[[ServiceState], float]
-    summary: str
-    critical_at: float | None = None
-
-
-ALERT_RULES: tuple[AlertRule, ...] = (
-    # Every failed request counts, rejected credentials (401) as well as server errors: the summary says so.
-    AlertRule(
-        "http_5xx_ratio",
-        "user_facing",
-        0.02,
-        lambda s: s.error_rate,
-        "HTTP error ratio (5xx and 401) {value:.1%} over 1m, peak {peak:.1%} (SLO 99.5%)",
-        critical_at=0.05,
-    ),
-    AlertRule(
-        "error_ratio", "internal", 0.10, lambda s: s.error_rate, "error ratio {value:.1%} over 1m, peak {peak:.1%}"
-    ),
-    AlertRule(
-        "p99_latency_ms",
-        "user_facing",
-        P1_LATENCY_MS,
-        lambda s: s.p99_ms,
-        "p99 latency {value:.0f} ms over 1m, peak {peak:.0f} ms (objective 800 ms)",
-    ),
-    AlertRule("cpu_pct", "any", 90.0, lambda s: s.cpu_pct, "CPU {value:.0f}% over 1m, peak {peak:.0f}%"),
-    AlertRule("memory_pct", "any", 92.0, lambda s: s.memory_pct, "memory {value:.0f}% of limit, peak {peak:.0f}%"),
-)
-
-
-# The rules that watch a user-facing service (True) and an internal one (False), in ALERT_RULES' order.
-_WATCHING: dict[bool, tuple[AlertRule, ...]] = {
-    facing: tuple(rule for rule in ALERT_RULES if rule.audience in ("any", "user_facing" if facing else "internal"))
-    for facing in (True, False)
-}
-
-
-_RULES = {rule.signal: rule for rule in ALERT_RULES}
-# A rule as a service's readings apply it: the reading's key, the value it reads, its threshold.
-_Watched = tuple[tuple[str, str], Callable[[ServiceState], float], float]
-
-
-def fired(user_facing: bool, state: ServiceState) -> list[tuple[AlertRule, float]]:
-    """The rules a service's state trips, with the value each fires on."""
-    return [(rule, value) for rule in _WATCHING[user_facing] if (value := rule.value(state)) >= rule.threshold]
 
 
 # How strongly a red herring's minor fault shows in its service's own views.
@@ -127,12 +71,6 @@ def version_of(incident_id: str, service: str) -> tuple[str, str]:
     major, minor = 1 + int(unit(incident_id, service, "major") * 9), int(unit(incident_id, service, "minor") * 30)
     patch = 1 + int(unit(incident_id, service, "patch") * 12)
     return f"v{major}.{minor}.{patch}", f"v{major}.{minor}.{patch - 1}"
-
-
-# A step's readings, and up to it: when each alert first fired, its peak since the page, when it last fired.
-_AlertHistory = tuple[
-    dict[tuple[str, str], float], dict[tuple[str, str], int], dict[tuple[str, str], float], dict[tuple[str, str], int]
-]
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,20 +118,14 @@ class Telemetry:
     def __init__(self, world: World, seed: int) -> None:
         self.world = world
         self.seed = seed
-        self._alerts: dict[int, tuple[dict[tuple[str, str], float], list[Alert]]] = {}
-        self._readings: dict[int, tuple[dict[str, ServiceState], dict[tuple[str, str], float]]] = {}
-        self._histories: dict[int, _AlertHistory] = {}
-        self._points: dict[tuple[str, int], tuple[dict[str, ServiceState], MetricPoint]] = {}
+        facing = frozenset(spec.name for spec in world.incident.services if spec.user_facing)
+        self.state = TelemetryState(world, seed, facing, pages.shared_pages(world.incident))
         self._seen: dict[tuple[View, str], tuple[object, Look]] = {}
         # Pods by (service, step, remedies applied so far): a step's pods change only with a remedy. A
         # service whose containers do not crash keeps its pods until a remedy touches it: by (service,).
         self._pods: dict[tuple[str, int, int] | tuple[str], list[Pod]] = {}
         self._crash_of: dict[str, tuple[FaultType, int, Callable[[int], float]] | None] = {}
         self._releases: dict[str, datetime] = {}
-        self._minutes: dict[int, str] = {}  # "HH:MM" of each minute a metric point is stamped with
-        self._began: dict[tuple[str, str, int], str] = {}
-        self._rendered: dict[tuple[str, str, int, bool, float, float], Alert] = {}
-        self._facing = frozenset(spec.name for spec in world.incident.services if spec.user_facing)
 
     # -- the entry point ---------------------------------------------------------------------------
 
@@ -206,7 +138,7 @@ class Telemetry:
             old = previous[1]
             return Look(view, service, old.text, old.metrics, changed=False)
         metrics = self.metrics(service, step) if view == "metrics" else None
-        text = _RENDER[view](self, service, step) if metrics is None else _metrics_text(metrics)
+        text = _RENDER[view](self, service, step) if metrics is None else metrics_text(metrics)
         look = Look(view, service, text, metrics, changed=True)
         self._seen[(view, service)] = (epoch, look)
         return look
@@ -567,53 +499,6 @@ class Telemetry:
         repeats = 1 + int(unit(iid, *key, kind, "repeats") * 3)
         return [line for line in chosen for _ in range(repeats)] if kind == "flaky_errors" else chosen
 
-    def metrics(self, service: str, step: int) -> Metrics:
-        """The golden signals now (as of the metrics pipeline's lag) and their history by minute."""
-        world = self.world
-        last = self.lagged(step)
-        points = [self._point(service, minute) for minute in range(-HISTORY_MINUTES, last + 1)]
-        now = points[-1]
-        state = world.states_at(last)[service]
-        rng = rng_for(self.seed, world.incident.id, service, "p50", last)
-        return Metrics(
-            p50_ms=float(round(state.p50_ms * (1.0 + rng.uniform(-METRIC_NOISE, METRIC_NOISE)), 1)),
-            p99_ms=now.p99_ms,
-            error_rate=now.error_rate,
-            rps=now.rps,
-            cpu_pct=now.cpu_pct,
-            memory_pct=now.memory_pct,
-            history=points,
-        )
-
-    def _point(self, service: str, minute: int) -> MetricPoint:
-        """One minute of a service's signals with the episode's measurement noise; kept while the
-        world's states for that minute stand."""
-        world = self.world
-        states = world.states_at(minute)
-        cached = self._points.get((service, minute))
-        if cached is not None and cached[0] is states:
-            return cached[1]
-        state = states[service]
-        key = world.plan.by_name[service].key ^ (self.seed & 0xFFFFFFFF) ^ (self.seed >> 32 & 0xFFFFFFFF)
-        signals = (state.p99_ms, state.error_rate, state.rps, state.cpu_pct, state.memory_pct)
-        noise = wobbles(key, minute, _POINT_CHANNELS)
-        p99, error_rate, rps, cpu, memory = [
-            value * (1.0 + METRIC_NOISE * wobble) for value, wobble in zip(signals, noise, strict=True)
-        ]
-        at = self._minutes.get(minute)
-        if at is None:
-            at = self._minutes[minute] = format_time(clock(world, minute))[11:16]
-        point = MetricPoint(
-            at,
-            float(round(p99)),
-            significant(min(1.0, error_rate)),
-            float(round(rps, 1)),
-            round(min(100.0, cpu), 1),
-            round(min(100.0, memory), 1),
-        )
-        self._points[(service, minute)] = (states, point)
-        return point
-
     def health(self, service: str, step: int) -> str:
         """What the orchestrator reports: the deployment, its pods, and the recent events."""
         world = self.world
@@ -783,7 +668,7 @@ class Telemetry:
         if not reports:
             state = world.states_at(step)[service]
             busy = min(99, int(12 + state.cpu_pct * 0.6))
-            disk = _disk_used(world, service, step)
+            disk = disk_used(world, service, step)
             promoted = world.remedied("failover", service, step) is not None
             role = "primary (promoted by on-call)" if promoted else "primary"
             reports = [
@@ -792,6 +677,18 @@ class Telemetry:
                 f"disk {disk}% used; replication role={role} lag {{int:0:2}}s"
             ]
         return "\n".join(fill(report, rng, context) for report in reports)
+
+    def metrics(self, service: str, step: int) -> Metrics:
+        return metrics.metrics(self.state, service, step)
+
+    def alerts(self, step: int) -> list[Alert]:
+        return pages.alerts(self.state, step)
+
+    def dashboard(self, step: int) -> dict[str, str]:
+        return metrics.dashboard(self.state, step)
+
+    def lagged(self, step: int) -> int:
+        return metrics.lagged(self.world, step)
 
     def traces(self, service: str, step: int) -> str:
         """Sampled requests through a service, one line per span (service, operation, duration, status).
@@ -895,224 +792,6 @@ class Telemetry:
         spans[index] = (depth, service, op, total, status)
         return total, status
 
-    def dashboard(self, step: int) -> dict[str, str]:
-        """Every service's golden signals as the status page shows them, as of what metrics show (lag
-        included): values, never a verdict such as "degraded" on them."""
-        at = self.lagged(step)
-        points = [(spec.name, self._point(spec.name, at)) for spec in self.world.incident.services]
-        return {name: f"p99 {p.p99_ms:.0f} ms, error rate {p.error_rate:.4f}, {p.rps:.1f} req/s" for name, p in points}
-
-    def lagged(self, step: int) -> int:
-        return max(0, step - self.world.incident.metrics_lag)
-
-    # -- pages ---------------------------------------------------------------------------------------
-
-    def alerts(self, step: int) -> list[Alert]:
-        """Firing alerts and those that fired earlier, as of what metrics show (lag included)."""
-        at = self.lagged(step)
-        shared = self.world.shared_pages(at)
-        if shared is not None and at in shared:
-            return shared[at]
-        readings = self.readings(at)
-        cached = self._alerts.get(at)
-        if cached is None or cached[0] is not readings:
-            previous = self._alerts.get(at - 1)
-            # Nothing new fired and no value moved: the pages are the previous step's.
-            unchanged = previous is not None and readings == previous[0]
-            if unchanged and at > 0 and self._history(at) == self._history(at - 1):
-                cached = (readings, previous[1])  # type: ignore[index]
-            else:
-                cached = (readings, self._render_alerts(at))
-            self._alerts[at] = cached
-        if shared is not None:
-            shared[at] = cached[1]
-        return cached[1]
-
-    @cached_property
-    def _watch(self) -> tuple[tuple[str, tuple[_Watched, ...]], ...]:
-        """Per service, the rules that watch it: every minute of the history reads them all. Not built for
-        an episode whose pages another episode rendered already."""
-        return tuple(
-            (spec.name, tuple(((spec.name, rule.signal), rule.value, rule.threshold) for rule in watching))
-            for spec in self.world.incident.services
-            for watching in (_WATCHING[spec.user_facing],)
-        )
-
-    def readings(self, step: int) -> dict[tuple[str, str], float]:
-        """Which alert rules fire at a step, and on what value; kept while the world's states stand."""
-        states = self.world.states_at(step)
-        cached = self._readings.get(step)
-        if cached is not None and cached[0] is states:
-            return cached[1]
-        found: dict[tuple[str, str], float] = {}
-        for name, rules in self._watch:
-            state = states[name]
-            for key, value_of, threshold in rules:
-                if (value := value_of(state)) >= threshold:
-                    found[key] = value
-        self._readings[step] = (states, found)
-        return found
-
-    def _history(self, step: int) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], float]]:
-        """When each alert first fired (since the start of the history) and its peak since the page,
-        up to a step."""
-        _, first, peaks, _ = self._history_of(step)
-        return first, peaks
-
-    def _history_of(self, step: int) -> _AlertHistory:
-        """The readings of a step, and up to it when each alert first fired, its peak since the page, and
-        when it last fired; built on the previous step's."""
-        readings = self.readings(step)
-        cached = self._histories.get(step)
-        if cached is not None and cached[0] is readings:
-            return cached
-        if step > -HISTORY_MINUTES:
-            _, *parts = self._history_of(step - 1)
-            first, peaks, last = (dict(part) for part in parts)
-        else:
-            first, peaks, last = {}, {}, {}
-        for key, value in readings.items():
-            first.setdefault(key, step)
-            last[key] = step
-            if step >= 0 or key not in peaks:
-                peaks[key] = max(peaks.get(key, 0.0), value)
-        found = self._histories[step] = (readings, first, peaks, last)
-        return found
-
-    def _since(self, service: str, signal: str, began: int) -> str:
-        """When an alert began, as pages print it; kept, since every step renders every alert."""
-        since = self._began.get((service, signal, began))
-        if since is None:
-            moment = clock(self.world, began)
-            # A signal firing since the start of the history has been firing for longer.
-            if began == -HISTORY_MINUTES:
-                moment -= timedelta(minutes=spread(5, 240, self.world.incident.id, service, signal))
-            since = self._began[(service, signal, began)] = format_time(moment)
-        return since
-
-    @cached_property
-    def _stale_alerts(self) -> list[Alert]:
-        """Warnings left firing from before the incident: the same on every page."""
-        incident, world = self.world.incident, self.world
-        started = parse_time(incident.started_at)
-        alerts = []
-        for index, distraction in enumerate(incident.distractions):
-            if distraction.kind == "stale_alert":
-                strength = distraction_strength(distraction, incident.id, index)
-                value = round(80.0 + 12.0 * strength, 1)
-                since = started - timedelta(minutes=spread(3, 300, incident.id, index, "stale"))
-                alerts.append(_disk_alert(world, distraction.service, value, value, since, "firing"))
-        return alerts
-
-    def _render_alerts(self, step: int) -> list[Alert]:
-        incident = self.world.incident
-        now, first, peaks, last = self._history_of(step)
-        rules = _RULES
-        alerts = []
-        for (service, signal), peak in peaks.items():
-            rule = rules[signal]
-            value = now.get((service, signal))
-            if value is None:
-                # A resolved page shows the reading it resolved on, below its threshold: the minute after
-                # it last fired.
-                value = rule.value(self.world.states_at(last[(service, signal)] + 1)[service])
-            began = first[(service, signal)]
-            firing = (service, signal) in now
-            # A page that did not move since it was last rendered (a resolved one, mostly) is that one again.
-            key = (service, signal, began, firing, value, peak)
-            alert = self._rendered.get(key)
-            if alert is None:
-                critical = rule.critical_at is not None and peak >= rule.critical_at
-                shown = significant if signal.endswith("ratio") else _tenths
-                alert = self._rendered[key] = Alert(
-                    service=service,
-                    signal=signal,
-                    level="critical" if critical else "warning",
-                    status="firing" if firing else "resolved",
-                    value=shown(value),
-                    peak=shown(peak),
-                    summary=rule.summary.format(value=value, peak=peak),
-                    since=self._since(service, signal, began),
-                )
-            alerts.append(alert)
-        started = parse_time(incident.started_at)
-        world = self.world
-        alerts += self._stale_alerts
-        for index, fault in enumerate(incident.faults):
-            if fault.type != "disk_full" or step < -fault_lead(incident, fault, index):
-                continue
-            # A full volume pages on disk usage too, with values overlapping a stale log-volume warning's.
-            healed = world.healed_at(index)
-
-            def filled(at: int, index: int = index, healed: int | None = healed) -> float:
-                # The volume has room from the minute its fix lands, as the database's diagnostics say.
-                strength = world.strengths(at)[index] if healed is None or at < healed else 0.0
-                return round(min(100.0, 84.0 + 16.0 * strength), 1) if strength > 0.0 else 0.0
-
-            value = filled(step)
-            # The peak since the page never falls; a freed volume reads what the database reports.
-            peak = max(filled(at) for at in range(min(0, step), step + 1))
-            status: Literal["firing", "resolved"] = "firing" if value else "resolved"
-            if not value:
-                value = float(_disk_used(world, fault.service, step))
-            since = started - timedelta(minutes=fault_lead(incident, fault, index))
-            alerts.append(_disk_alert(world, fault.service, value, peak, since, status))
-        facing = self._facing
-        alerts.sort(key=lambda a: (a.status != "firing", a.level != "critical", a.service not in facing, a.service))
-        return alerts
-
-
-# Where a volume fills: the log volume of any service, or a datastore's data directory.
-_DATA_DIRS = {
-    "postgres": "/var/lib/postgresql",
-    "mysql": "/var/lib/mysql",
-    "kafka": "/var/lib/kafka/data",
-    "rabbitmq": "/var/lib/rabbitmq/mnesia",
-}
-
-
-def full_volume(world: World, service: str) -> str:
-    """The volume of a service that fills: its log volume, or a datastore's data directory. Its page and
-    its database's diagnostics name the same one."""
-    data = _DATA_DIRS.get(world.plan.by_name[service].tech)
-    return data if data and unit(world.incident.id, service, "volume") < 0.5 else "/var/log"
-
-
-def _disk_used(world: World, service: str, step: int) -> int:
-    """A volume's usage in percent when nothing fills it, less once it has been expanded."""
-    if world.remedied("expand_volume", service, step) is not None:
-        return 30 + int(unit(world.incident.id, service, "disk2") * 20)
-    return 40 + int(unit(world.incident.id, service, "disk") * 38)
-
-
-def _disk_alert(
-    world: World,
-    service: str,
-    value: float,
-    peak: float,
-    since: datetime,
-    status: Literal["firing", "resolved"],
-) -> Alert:
-    return Alert(
-        service=service,
-        signal="disk_pct",
-        level="warning",
-        status=status,
-        value=value,
-        peak=peak,
-        summary=f"disk usage {full_volume(world, service)} {value:.0f}% (threshold 80%)",
-        since=format_time(since),
-    )
-
-
-def significant(value: float) -> float:
-    """A ratio as dashboards print it: four significant digits."""
-    return float(f"{value:.4g}")
-
-
-def _tenths(value: float) -> float:
-    return round(value, 1)
-
 
 def _endpoint(template: str, endpoints: tuple[str, ...], rng: random.Random) -> str:
     """A caller's endpoint: a write fails on a write endpoint, never on a GET."""
@@ -1136,13 +815,6 @@ def _backoff_restarts(seconds: float) -> int:
 
 def _process(tech: str, default: str) -> str:
     return {"mysql": "mysqld", "memcached": "memcached", "kafka": "kafka", "envoy": "envoy"}.get(tech, default)
-
-
-def _metrics_text(metrics: Metrics) -> str:
-    return (
-        f"p50 {metrics.p50_ms:.0f} ms, p99 {metrics.p99_ms:.0f} ms, error rate {metrics.error_rate:.4f}, "
-        f"{metrics.rps:.1f} req/s, cpu {metrics.cpu_pct:.1f}%, memory {metrics.memory_pct:.1f}%"
-    )
 
 
 _RENDER: dict[str, Callable[[Telemetry, str, int], str]] = {
