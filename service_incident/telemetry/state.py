@@ -9,17 +9,22 @@ for the episode."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..models import Alert, MetricPoint
 from ..world import World
 
 if TYPE_CHECKING:
+    from .look import Look, View
     from .pages import AlertHistory, Readings, Watched
+    from .pods import Crash, Pod, PodsKey
 
 
 @dataclass(slots=True)
 class TelemetryState:
+    """One episode's world and seed, and what its telemetry has rendered of them."""
+
     world: World
     seed: int
     facing: frozenset[str]  # the user-facing services, listed first on the pager
@@ -30,13 +35,18 @@ class TelemetryState:
     histories: dict[int, AlertHistory] = field(default_factory=dict)
     pages: dict[int, tuple[Readings, list[Alert]]] = field(default_factory=dict)
     points: dict[tuple[str, int], MetricPoint] = field(default_factory=dict)
-    # Pages a remedy outdated: the next step's pages repeat them while its readings are the same.
+    # Pages rendered before a remedy outdated them: the next step shows them again while its readings
+    # and alert history match theirs (pages.alerts).
     outdated_pages: dict[int, tuple[Readings, list[Alert]]] = field(default_factory=dict)
     remedies: int = 0  # how many of the world's remedies the renderings follow
     # Kept for the episode, keyed by everything they depend on.
+    pods: dict[PodsKey, list[Pod]] = field(default_factory=dict)
+    crashes: dict[str, Crash | None] = field(default_factory=dict)
+    releases: dict[str, datetime] = field(default_factory=dict)
     minutes: dict[int, str] = field(default_factory=dict)  # "HH:MM" of each minute a metric point is stamped with
     since: dict[tuple[str, str, int], str] = field(default_factory=dict)
     rendered: dict[tuple[str, str, int, bool, float, float], Alert] = field(default_factory=dict)
+    seen: dict[tuple[View, str], tuple[object, Look]] = field(default_factory=dict)
     # Built on first use: an episode whose pages another episode rendered never needs them.
     watch: tuple[tuple[str, tuple[Watched, ...]], ...] | None = None
     stale_alerts: list[Alert] | None = None
