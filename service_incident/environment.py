@@ -30,7 +30,7 @@ from .models import (
     action_name,
 )
 from .tasks import DEFAULT_TASK, HELD_OUT, TASKS, Task, find_task, resolve_incident, task_of
-from .telemetry import STEP_MINUTES, TRACE_DEPTH, Look, Telemetry, clock, format_time, level
+from .telemetry import LOG_WINDOW_S, LOUD_LEVELS, STEP_MINUTES, TRACE_DEPTH, Look, Telemetry, clock, format_time, level
 from .world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS, World
 
 MAX_SEED = 2**63 - 1
@@ -461,11 +461,10 @@ def _digest(look: Look) -> str:
     lines = look.text.splitlines()
     if look.view == "logs":
         lines = [line for line in lines if not line.startswith("(")]  # a shipper's note is no log line
-        levels = ("CRIT", "PANIC", "FATAL", "ERROR", "WARN")
         seen = [level(line) for line in lines]
-        counts = {lvl: seen.count(lvl) for lvl in levels}
+        counts = {lvl: seen.count(lvl) for lvl in LOUD_LEVELS}
         shown = ", ".join(f"{n} {lvl}" for lvl, n in counts.items() if n)
-        return f"{len(lines)} lines in the last 120 s" + (f" ({shown})" if shown else "")
+        return f"{len(lines)} lines in the last {LOG_WINDOW_S} s" + (f" ({shown})" if shown else "")
     if look.view in ("deploys", "traces"):
         return f"{len(lines)} lines"
     return lines[0] if lines else "no output"

@@ -189,20 +189,19 @@ def test_disk_warnings_are_sometimes_real() -> None:
 
 def test_signature_line_counts_overlap_between_roots_and_red_herrings() -> None:
     from service_incident.faults import FAULTS
-    from service_incident.telemetry import Telemetry
+    from service_incident.telemetry.logs import distraction_lines, fault_lines
 
     root_counts: list[int] = []
     herring_counts: list[int] = []
     for incident in _incidents("hard", 150):
         world = World(incident)
-        telemetry = Telemetry(world, 1)
         for index, fault in enumerate(incident.faults):
             strength = world.strengths(0)[index]
             if strength > 0:
-                root_counts.append(len(telemetry._fault_lines(FAULTS[fault.type], fault.service, index, strength)))
+                root_counts.append(len(fault_lines(world, FAULTS[fault.type], fault.service, index, strength)))
         for index, d in enumerate(incident.distractions):
             if d.kind in ("minor_fault", "flaky_errors", "misleading_log"):
-                herring_counts.append(len(telemetry._distraction_lines(d.kind, d, index)))
+                herring_counts.append(len(distraction_lines(world, d.kind, d, index)))
     # A red herring can write as many signature lines as a root, and a root as few as a red herring.
     assert max(herring_counts) >= 3 and min(root_counts) <= 2
 

@@ -36,13 +36,13 @@ from ..models import (
     Resolve,
     RunDbQuery,
 )
-from ..telemetry import level, parse_time
+from ..telemetry import LOUD_LEVELS, level, parse_time
 from ..world import rubric
 
 # A page older than this was firing before the incident and is not part of it.
 STALE_ALERT_S = 3600
 _USER_SIGNALS = frozenset({"http_5xx_ratio", "p99_latency_ms"})
-_LOUD = frozenset({"CRIT", "PANIC", "FATAL", "ERROR", "WARN"})
+_LOUD = frozenset(LOUD_LEVELS)
 # A caller's line about a dependency names it one of these ways (or not at all).
 _BLAME = re.compile(r'\b(?:upstream=|host=)([\w.-]+?)(?:\.svc\.cluster\.local:\d+)?(?=[\s"]|$)')
 _DEPENDENCY_WORDS = (

@@ -1,0 +1,53 @@
+"""The episode's clock: a step is a minute after the page, and every view stamps its lines from it."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta
+from functools import lru_cache
+
+from ..world import World
+
+STEP_MINUTES = 1
+
+
+@lru_cache(maxsize=1024)
+def parse_time(stamp: str) -> datetime:
+    # Cached: every view's clock starts from the incident's start, parsed once.
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def format_time(moment: datetime) -> str:
+    date = f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
+    return f"{date}T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}Z"
+
+
+def clock(world: World, step: int) -> datetime:
+    return parse_time(world.incident.started_at) + timedelta(minutes=STEP_MINUTES * step)
+
+
+def epoch_ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def step_of(world: World, moment: datetime) -> int:
+    """The step a moment falls in."""
+    return (epoch_ms(moment) - epoch_ms(clock(world, 0))) // 60_000
+
+
+def stamp_ms(moment_ms: int) -> str:
+    seconds, millis = divmod(moment_ms, 1000)
+    t = time.gmtime(seconds)
+    return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}.{millis:03d}Z"
+
+
+def age(delta: timedelta) -> str:
+    """How long ago, as the orchestrator prints it: 45s, 12m, 5h, 3d."""
+    seconds = max(0, int(delta.total_seconds()))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"

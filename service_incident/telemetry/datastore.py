@@ -1,0 +1,53 @@
+"""A datastore's own diagnostics: sessions, locks, statements, disk and replication, or what a fault
+does to them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..faults import FAULTS
+from ..world import fault_lead
+from .clock import clock
+from .logs import line_context
+from .pages import disk_used, full_volume
+from .pods import pods
+from .templates import fill, rng_for
+
+if TYPE_CHECKING:
+    from .state import TelemetryState
+
+
+def db_query(state: TelemetryState, service: str, step: int) -> str:
+    """A datastore's own view (sessions, locks, statements, disk, replication)."""
+    world, incident = state.world, state.world.incident
+    rng = rng_for(state.seed, incident.id, service, "db", step)
+    node = world.plan.by_name[service]
+    context = line_context(world, service, step, pods(state, service, step))
+    reports = []
+    now = clock(world, step)
+    for index, fault in enumerate(incident.faults):
+        kind = FAULTS[fault.type]
+        strength = world.strengths(step)[index]
+        healed = world.healed_at(index)
+        fixed = healed is not None and healed <= step
+        if fault.service != service or not kind.db_report or strength <= 0 or fixed:
+            continue
+        # Nothing waits longer than the fault has been building, nor longer than the pods serving now.
+        restarted = [clock(world, s) for s in world.restarts(service, step)]
+        began = max([clock(world, -fault_lead(incident, fault, index)), *restarted])
+        context["held"] = str(max(1, int((now - began).total_seconds() * rng.uniform(0.6, 0.95))))
+        context["waiting"] = str(max(1, round(rng.uniform(30, 120) * min(1.0, strength))))
+        context["volume"] = full_volume(world, service)
+        reports.append(kind.db_report.get(node.tech) or kind.db_report["*"])
+    if not reports:
+        service_state = world.states_at(step)[service]
+        busy = min(99, int(12 + service_state.cpu_pct * 0.6))
+        disk = disk_used(world, service, step)
+        promoted = world.remedied("failover", service, step) is not None
+        role = "primary (promoted by on-call)" if promoted else "primary"
+        reports = [
+            f"connections: active={{int:{max(1, busy - 8)}:{busy}}} idle={{int:10:30}} max={{max_conn}} waiting=0; "
+            f"locks waiting 0; slowest statement mean {{int:4:{max(5, int(service_state.self_p50_ms * 3))}}}ms; "
+            f"disk {disk}% used; replication role={role} lag {{int:0:2}}s"
+        ]
+    return "\n".join(fill(report, rng, context) for report in reports)

@@ -1,0 +1,335 @@
+"""Logs: the last two minutes of lines from a service's pods, each written by a pod that existed then,
+in its technology's words: the faults' evidence, failed calls to dependencies, red herrings, side
+work, remedies' traces, periodic config syncs and routine chatter."""
+
+from __future__ import annotations
+
+import math
+import random
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from ..faults import FAULTS, FaultType
+from ..incidents import Distraction
+from ..topology import KINDS, OPERATIONS, PORTS, ROUTINE_BY_TECH
+from ..world import Edge, World, distraction_onset, fault_lead, spread, unit
+from .clock import clock, epoch_ms, format_time, parse_time, stamp_ms
+from .deploys import version
+from .phrases import (
+    CONFIG_SYNC_MINUTES,
+    DATASTORE_WORK,
+    DISTRACTION_LOGS,
+    EVERYDAY_RATES,
+    REMEDY_LOGS,
+    ROUTINE_LINES,
+    TECH_WORK,
+)
+from .pods import MINOR_STRENGTH, Pod, pods
+from .templates import fill, hexkey, pick, pick_fixed, rng_for
+
+if TYPE_CHECKING:
+    from .state import TelemetryState
+
+LOG_WINDOW_S = 120
+# Lines only the pods whose containers crash write.
+_CRASHING = "*crashing"
+# Lines of an event at a fixed moment, which whichever look shows it shows from the same pod.
+_KEYED = "*keyed"
+# Lines, the span of the window they are written in, and who writes them (a pod's name, _CRASHING,
+# _KEYED, or "": any pod).
+_Group = tuple[list[str], int, int, str]
+# Pods told to stop by name: when, and the pod that replaced them.
+_Stops = dict[str, tuple[int, Pod]]
+
+
+def logs(state: TelemetryState, service: str, step: int) -> str:
+    world, incident = state.world, state.world.incident
+    gap = incident.log_gaps.get(service)
+    if gap == "empty":
+        return f"(no log lines received from {service} in the last {LOG_WINDOW_S} s: log shipper backlog)"
+    rng = rng_for(state.seed, incident.id, service, "logs", step)
+    node = world.plan.by_name[service]
+    end_ms = epoch_ms(clock(world, step))
+    begin_ms = end_ms - LOG_WINDOW_S * 1000
+    # Evidence comes in groups: a partial shipper drops lines at random but keeps one of each group.
+    # Each group is written within a span of the window (a healed fault's lines stop at its fix, a
+    # stopping pod's before it stopped), some only by the pods whose containers crash.
+    groups = _evidence(world, service, step, begin_ms, end_ms)
+    stops = _remedies(state, service, step, end_ms, groups)
+    groups += _side_work(world, service, begin_ms, end_ms)
+    routine = ROUTINE_BY_TECH.get(node.tech, KINDS[node.kind].routine_logs)
+    # A service's routine chatter runs at its own rate whatever else it writes: failures add lines,
+    # they do not crowd out the others.
+    chatter = ROUTINE_LINES[0] + int(rng.random() * (ROUTINE_LINES[1] - ROUTINE_LINES[0] + 1))
+    groups.append(([pick(rng, routine) for _ in range(chatter)], begin_ms, end_ms, ""))
+    if gap == "partial":
+        groups = [([line for line in g[0] if rng.random() < 0.5] or g[0][:1], *g[1:]) for g in groups]
+    placed = sorted(
+        (lo + int(rng.random() * (hi - lo)), n, template, who)
+        for n, (lines, lo, hi, who) in enumerate(groups)
+        for template in lines
+    )
+    return _write(state, service, step, [(moment, template, who) for moment, _, template, who in placed], stops, rng)
+
+
+def _evidence(world: World, service: str, step: int, begin_ms: int, end_ms: int) -> list[_Group]:
+    """The lines of what is wrong: the service's own faults, its failing calls, its red herrings."""
+    incident = world.incident
+    groups: list[_Group] = []
+    for index, fault in enumerate(incident.faults):
+        if fault.service != service:
+            continue
+        # A fixed fault writes until its fix lands, as strongly as in that minute: lines it wrote
+        # before then stay in the window, and nothing of it comes after.
+        healed = world.healed_at(index)
+        last = healed if healed is not None and healed <= step else None
+        strength = next(
+            (s for k, s in world.fault_runs(service, step if last is None else last) if k.name == fault.type), 0.0
+        )
+        until = end_ms if last is None else epoch_ms(clock(world, last)) - 1
+        if strength <= 0.0 or until <= begin_ms:
+            continue
+        kind = FAULTS[fault.type]
+        who = _CRASHING if kind.termination else ""
+        groups.append((fault_lines(world, kind, service, index, strength), begin_ms, until, who))
+    node = world.plan.by_name[service]
+    edges = {edge.dep: edge for edge in node.edges}
+    for upstream, share, cause in world.states_at(step)[service].failing_upstreams:
+        count = min(4, math.ceil(share * 8))
+        calls = [_caller_line(world, edges[upstream], cause, share) for _ in range(count)]
+        groups.append((calls, begin_ms, end_ms, ""))
+    for index, distraction in enumerate(incident.distractions):
+        if distraction.service == service and step >= -distraction_onset(incident.id, index):
+            minor = FAULTS[distraction.fault] if distraction.kind == "minor_fault" and distraction.fault else None
+            who = _CRASHING if minor and minor.termination else ""
+            lines = distraction_lines(world, distraction.kind, distraction, index)
+            groups.append((lines, begin_ms, end_ms, who))
+    return groups
+
+
+def _remedies(state: TelemetryState, service: str, step: int, end_ms: int, groups: list[_Group]) -> _Stops:
+    """Add the lines remedies of this minute and the last left, and return the pods a rolling restart
+    told to stop."""
+    world = state.world
+    stops: _Stops = {}
+    for event in world.history:
+        if event.service != service or not step - 1 <= event.step <= step:
+            continue
+        done = epoch_ms(clock(world, event.step))
+        if event.remedy == "restart":
+            # A rolling restart: each pod says so as it goes and its replacement takes over from then.
+            replacements = pods(state, service, event.step)
+            for old, new in zip(pods(state, service, event.step - 1), replacements, strict=False):
+                took_over = epoch_ms(new.created)
+                stops[old.name] = (took_over, new)
+                groups.append(([REMEDY_LOGS["restart"]], took_over - 1, took_over, old.name))
+        else:
+            # The change's own line comes from the pods after it.
+            groups.append(([REMEDY_LOGS[event.remedy]], done, min(end_ms, done + 30_000), ""))
+    return stops
+
+
+def _side_work(world: World, service: str, begin_ms: int, end_ms: int) -> list[_Group]:
+    """Everyday noise, and the periodic config syncs."""
+    groups: list[_Group] = []
+    for kind, rate in EVERYDAY_RATES.items():
+        # Everyday noise is everyday: any service, at fault or not, shows it at its own keyed rate.
+        if unit(world.incident.id, service, kind, "everyday") < rate:
+            groups.append((_side_work_lines(world, kind, service, (service, "everyday")), begin_ms, end_ms, ""))
+    period_ms, phase_ms, line = _config_sync(world, service)
+    # Each periodic sync reloads the service's configuration at its own moment: the same moments on
+    # every look, one period apart, and never a change, as deploy history lists none.
+    first = begin_ms + (phase_ms - begin_ms) % period_ms
+    groups += [([line], moment, moment + 1, _KEYED) for moment in range(first, end_ms, period_ms)]
+    return groups
+
+
+def _write(
+    state: TelemetryState,
+    service: str,
+    step: int,
+    placed: list[tuple[int, str, str]],
+    stops: _Stops,
+    rng: random.Random,
+) -> str:
+    """Each placed line as the pod that wrote it then wrote it: its stamp, pod, process, PID and level."""
+    world, iid = state.world, state.world.incident.id
+    node = world.plan.by_name[service]
+    profile = KINDS[node.kind]
+    now = pods(state, service, step)
+    context = line_context(world, service, step, now)
+    page_ms = epoch_ms(clock(world, 0))
+    by_step: dict[int, tuple[list[Pod], list[Pod], str]] = {step: (now, [], context["version"])}
+    rendered = []
+    process = _process(node.tech, profile.process)
+    for moment_ms, template, who in placed:
+        # The pods and the release running when the line was written.
+        at = (moment_ms - page_ms) // 60_000
+        if at not in by_step:
+            by_step[at] = (pods(state, service, at), [], version(world, service, at))
+        running, crashing, release = by_step[at]
+        if who == _CRASHING and not crashing:
+            crashing.extend(p for p in running if p.restarts)
+            if not crashing:
+                continue  # no container had crashed yet then
+        pool = crashing if who == _CRASHING else running
+        if who in ("", _CRASHING, _KEYED):
+            # A pod writes only while it exists: after it was created and before it was told to stop.
+            choices = [
+                p
+                for p in pool
+                if stops.get(p.name, (moment_ms + 1,))[0] > moment_ms and epoch_ms(p.created) <= moment_ms
+            ]
+            if who != _CRASHING:
+                # A rolling restart's replacements serve from the moment each took over.
+                choices += [new for when, new in stops.values() if when <= moment_ms and new not in choices]
+            elif not choices:
+                continue  # every crashing container had been replaced by then
+        else:
+            choices = [p for p in running if p.name == who]
+        choices = choices or pool
+        draw = unit(iid, service, moment_ms) if who == _KEYED else rng.random()
+        pod = choices[int(draw * len(choices))]
+        context["version"] = release
+        context["endpoint"] = _endpoint(template, profile.endpoints, rng)
+        context["uptime"] = f"{max(0, moment_ms // 1000 - int(pod.started.timestamp())) // 3600}h"
+        level_, _, message = fill(template, rng, context).partition(" ")
+        rendered.append(f"{stamp_ms(moment_ms)} {pod.name} {process}[{pod.pid}]: {level_:<5} {message}")
+    return "\n".join(rendered)
+
+
+def _config_sync(world: World, service: str) -> tuple[int, int, str]:
+    """How often a service's config sync runs, a moment it ran at, and the line each run writes."""
+    iid = world.incident.id
+    period = 60_000 * CONFIG_SYNC_MINUTES[int(unit(iid, service, "sync") * len(CONFIG_SYNC_MINUTES))]
+    phase = epoch_ms(clock(world, 0)) + int(unit(iid, service, "sync phase") * period)
+    return period, phase, f"INFO config reloaded from configmap {service}-config (periodic sync, no changes)"
+
+
+def line_context(world: World, service: str, step: int, pods: list[Pod]) -> dict[str, str]:
+    """What templates name besides their draws: the service, its release, its settings, a caller."""
+    incident = world.incident
+    callers = [s.name for s in incident.services if service in s.depends_on] or [service]
+    return {
+        "svc": service,
+        "version": version(world, service, step),
+        "expired": _expired(world, service),
+        "host": f"{service}.internal",
+        "canary": f"{service}-canary-{hexkey(incident.id, service, 'canary')[:5]}",
+        "container": service,
+        # Settings of the service: the same on every line and every pod.
+        "max_conn": str(100 * (1 + int(unit(incident.id, service, "maxconn") * 4))),
+        "maxmemory": f"{4 + int(unit(incident.id, service, 'maxmemory') * 5)}gb",
+        "quota": str(100 + 50 * int(unit(incident.id, service, "quota") * 11)),
+        "client": callers[int(unit(incident.id, service, "client") * len(callers))],
+        "ip": pods[0].ip if pods else "10.0.0.1",
+    }
+
+
+def fault_lines(world: World, kind: FaultType, service: str, index: int, strength: float) -> list[str]:
+    node = world.plan.by_name[service]
+    options = kind.phrasings(node.tech)
+    phrasing = options[int(unit(world.incident.id, service, index, "phrasing") * len(options))]
+    # A weak fault writes a line now and then, a strong one more; how often a service logs a failure
+    # differs too, so the count overlaps a minor fault's or a red herring's.
+    count = min(5, math.ceil(12 * strength * spread(0.2, 1.0, world.incident.id, service, index, "rate")))
+    return [phrasing[i % len(phrasing)] for i in range(count)]
+
+
+def _caller_line(world: World, edge: Edge, cause: str, share: float) -> str:
+    """How a caller logs a failed call: its words depend on how the call failed and on the caller."""
+    dep_node = world.plan.by_name[edge.dep]
+    dep_kind = dep_node.kind
+    port = PORTS.get(dep_node.tech, 8080)
+    severity = "ERROR" if share >= 0.03 else "WARN"
+    ops = OPERATIONS.get(dep_kind)
+    if ops:
+        target = pick_fixed(ops[1] if cause == "write" else ops[0], edge.dep, edge.deadline_ms)
+    else:
+        endpoints = KINDS[dep_kind].endpoints
+        target = endpoints[int(unit(edge.dep, edge.deadline_ms) * len(endpoints))]
+    where = {
+        "named": f"upstream={edge.dep}",
+        "host": f"host={edge.dep}.svc.cluster.local:{port}",
+        "endpoint": f'call="{target}"',
+        "bare": "",
+    }[edge.style]
+    status, error = {
+        "timeout": ("504", f"deadline exceeded after {edge.deadline_ms:.0f}ms"),
+        "breaker": ("503", "circuit breaker open, failing fast"),
+        "refused": ("502", "connection refused" if edge.style != "bare" else "connection reset by peer"),
+        # A caller turns a dependency's refusal of its credentials into a server error of its own.
+        "rejected": ("502", "upstream rejected credentials (401)"),
+        "write": ("500", f"write failed: {target} returned an error"),
+        # A datastore answers a failed command in its own protocol, not with an HTTP status.
+        "error": ("500", f"{target} failed: server error") if ops else ("503", "upstream returned 503"),
+    }[cause]
+    if severity == "WARN":
+        then = f"retrying (attempt 2/{edge.retries + 1})" if edge.retries else "giving up"
+        return f'WARN req={{hex:8}} "{{endpoint}}" {where} err="{error}", {then}'
+    return f'ERROR req={{hex:8}} "{{endpoint}}" status={status} {where} err="{error}"'.replace("  ", " ")
+
+
+def distraction_lines(world: World, kind: str, distraction: Distraction, index: int) -> list[str]:
+    iid = world.incident.id
+    options = DISTRACTION_LOGS[kind]
+    if kind == "misleading_log":
+        blamed = distraction.blames or ""
+        node = world.plan.by_name[distraction.service]
+        edge = next((e for e in node.edges if e.dep == blamed), None)
+        deadline = f"{edge.deadline_ms:.0f}" if edge else "2000"
+        level_ = "ERROR" if unit(iid, index, "blame") < 0.5 else "WARN"
+        line = options[int(unit(iid, index, "line") * len(options))]
+        count = 1 + int(unit(iid, index, "count") * 4)
+        # Blamed in the words its technology would fail in, like a real failing call.
+        datastore = blamed in world.plan.by_name and world.plan.by_name[blamed].kind in OPERATIONS
+        status, failure = ("500", "command failed: server error") if datastore else ("503", "upstream returned 503")
+        return [line.format(level=level_, blamed=blamed, deadline=deadline, status=status, failure=failure)] * count
+    if kind == "minor_fault":
+        fault = FAULTS[distraction.fault or "slow_query"]
+        return fault_lines(world, fault, distraction.service, 100 + index, MINOR_STRENGTH)
+    return _side_work_lines(world, kind, distraction.service, (index,))
+
+
+def _side_work_lines(world: World, kind: str, service: str, key: tuple[object, ...]) -> list[str]:
+    """Lines of a service's side work (a batch job, a failing export), in words
+    of its technology: a datastore has backups and snapshots, no webhooks."""
+    iid = world.incident.id
+    options = DISTRACTION_LOGS[kind]
+    node = world.plan.by_name[service]
+    if node.kind in OPERATIONS:
+        options = DATASTORE_WORK.get(kind, options)
+    options = TECH_WORK.get(node.tech, {}).get(kind, options)
+    if not options:
+        return []
+    chosen = list(dict.fromkeys(options[int(unit(iid, *key, kind, n) * len(options))] for n in range(2)))
+    # Side work that fails retries: its lines repeat as often as a real fault's.
+    repeats = 1 + int(unit(iid, *key, kind, "repeats") * 3)
+    return [line for line in chosen for _ in range(repeats)] if kind == "flaky_errors" else chosen
+
+
+def _expired(world: World, service: str) -> str:
+    """When a service's certificate expired: just before its handshakes began to fail."""
+    incident = world.incident
+    began = None
+    for index, fault in enumerate(incident.faults):
+        if fault.service == service and fault.type == "tls_cert_expired":
+            began = -fault_lead(incident, fault, index)
+    for index, distraction in enumerate(incident.distractions):
+        if began is None and distraction.service == service and distraction.fault == "tls_cert_expired":
+            began = -distraction_onset(incident.id, index)
+    if began is None:
+        return format_time(parse_time(incident.started_at) - timedelta(hours=spread(2, 90, incident.id, "cert")))
+    return format_time(clock(world, began) - timedelta(seconds=spread(5, 55, incident.id, service, "cert")))
+
+
+def _endpoint(template: str, endpoints: tuple[str, ...], rng: random.Random) -> str:
+    """A caller's endpoint: a write fails on a write endpoint, never on a GET."""
+    if "write failed" in template:
+        writes = [e for e in endpoints if not e.startswith("GET")]
+        return pick(rng, writes or ["POST /v1/items"])
+    return pick(rng, endpoints)
+
+
+def _process(tech: str, default: str) -> str:
+    return {"mysql": "mysqld", "memcached": "memcached", "kafka": "kafka", "envoy": "envoy"}.get(tech, default)

@@ -1,0 +1,327 @@
+"""The pages: alert rules, defined here once (the generator uses them too), which of them fire at a
+step and on what value, and the alerts as the pager lists them, firing and resolved; with the pages
+every episode of an incident shares."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Literal
+
+import msgspec
+
+from ..incidents import Incident
+from ..models import Alert
+from ..world import (
+    HISTORY_MINUTES,
+    P1_LATENCY_MS,
+    ServiceState,
+    World,
+    distraction_strength,
+    fault_lead,
+    spread,
+    unit,
+)
+from .clock import clock, format_time, parse_time
+from .metrics import lagged, significant
+
+if TYPE_CHECKING:
+    from .state import TelemetryState
+
+Signal = Literal["http_5xx_ratio", "error_ratio", "p99_latency_ms", "cpu_pct", "memory_pct"]
+# An alert by the service it watches and its signal.
+AlertKey = tuple[str, Signal]
+# Which rules fire at a step, and on what value.
+Readings = dict[AlertKey, float]
+# A step's readings, and up to it: when each alert first fired, its peak since the page, when it last fired.
+AlertHistory = tuple[Readings, dict[AlertKey, int], dict[AlertKey, float], dict[AlertKey, int]]
+# A rule as a service's readings apply it: the reading's key, the value it reads, its threshold.
+Watched = tuple[AlertKey, Callable[[ServiceState], float], float]
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRule:
+    """One paging rule: a signal on some services, firing at or above a threshold."""
+
+    signal: Signal
+    audience: Literal["user_facing", "internal", "any"]
+    threshold: float
+    value: Callable[[ServiceState], float]
+    summary: str
+    critical_at: float | None = None
+
+
+ALERT_RULES: tuple[AlertRule, ...] = (
+    # Every failed request counts, rejected credentials (401) as well as server errors: the summary says so.
+    AlertRule(
+        "http_5xx_ratio",
+        "user_facing",
+        0.02,
+        lambda s: s.error_rate,
+        "HTTP error ratio (5xx and 401) {value:.1%} over 1m, peak {peak:.1%} (SLO 99.5%)",
+        critical_at=0.05,
+    ),
+    AlertRule(
+        "error_ratio", "internal", 0.10, lambda s: s.error_rate, "error ratio {value:.1%} over 1m, peak {peak:.1%}"
+    ),
+    AlertRule(
+        "p99_latency_ms",
+        "user_facing",
+        P1_LATENCY_MS,
+        lambda s: s.p99_ms,
+        "p99 latency {value:.0f} ms over 1m, peak {peak:.0f} ms (objective 800 ms)",
+    ),
+    AlertRule("cpu_pct", "any", 90.0, lambda s: s.cpu_pct, "CPU {value:.0f}% over 1m, peak {peak:.0f}%"),
+    AlertRule("memory_pct", "any", 92.0, lambda s: s.memory_pct, "memory {value:.0f}% of limit, peak {peak:.0f}%"),
+)
+
+
+# The rules that watch a user-facing service (True) and an internal one (False), in ALERT_RULES' order.
+_WATCHING: dict[bool, tuple[AlertRule, ...]] = {
+    facing: tuple(rule for rule in ALERT_RULES if rule.audience in ("any", "user_facing" if facing else "internal"))
+    for facing in (True, False)
+}
+_RULES = {rule.signal: rule for rule in ALERT_RULES}
+
+# Pages of untouched steps, by incident: they follow the incident's states alone, not an episode's
+# seed, so every episode of the incident shares them. As many incidents as the world keeps states of.
+_SHARED: dict[bytes, dict[int, list[Alert]]] = {}
+_SHARED_KEPT = 256
+
+
+def fired(user_facing: bool, state: ServiceState) -> list[tuple[AlertRule, float]]:
+    """The rules a service's state trips, with the value each fires on."""
+    return [(rule, value) for rule in _WATCHING[user_facing] if (value := rule.value(state)) >= rule.threshold]
+
+
+def shared_pages(incident: Incident) -> dict[int, list[Alert]]:
+    """The pages of an incident's untouched steps, by step, as every episode of it renders them."""
+    key = msgspec.json.encode(incident)
+    found = _SHARED.get(key)
+    if found is None:
+        if len(_SHARED) >= _SHARED_KEPT:
+            _SHARED.pop(next(iter(_SHARED)))
+        found = _SHARED[key] = {}
+    return found
+
+
+def alerts(state: TelemetryState, step: int) -> list[Alert]:
+    """Firing alerts and those that fired earlier, as of what metrics show (lag included)."""
+    state.follow()
+    world = state.world
+    at = lagged(world, step)
+    # A step no remedy has reached yet is the incident's alone.
+    shared = state.shared_pages if not world.history or at < world.history[0].step else None
+    if shared is not None and at in shared:
+        return shared[at]
+    now = readings(state, at)
+    cached = state.pages.get(at)
+    if cached is None:
+        # The pages last rendered for the step before, even those a remedy outdated since.
+        previous = state.pages.get(at - 1, state.outdated_pages.get(at - 1))
+        # Nothing new fired and no value moved: the pages are the previous step's.
+        if previous is not None and now == previous[0] and at > 0 and _history(state, at) == _history(state, at - 1):
+            cached = (now, previous[1])
+        else:
+            cached = (now, _render(state, at))
+        state.pages[at] = cached
+        state.outdated_pages.pop(at, None)
+    if shared is not None:
+        shared[at] = cached[1]
+    return cached[1]
+
+
+def _watch(state: TelemetryState) -> tuple[tuple[str, tuple[Watched, ...]], ...]:
+    """Per service, the rules that watch it: every minute of the history reads them all. Not built for
+    an episode whose pages another episode rendered already."""
+    if state.watch is None:
+        state.watch = tuple(
+            (spec.name, tuple(((spec.name, rule.signal), rule.value, rule.threshold) for rule in watching))
+            for spec in state.world.incident.services
+            for watching in (_WATCHING[spec.user_facing],)
+        )
+    return state.watch
+
+
+def readings(state: TelemetryState, step: int) -> Readings:
+    """Which alert rules fire at a step, and on what value; kept until a remedy changes that step."""
+    state.follow()
+    found = state.readings.get(step)
+    if found is not None:
+        return found
+    states = state.world.states_at(step)
+    found = {}
+    for name, rules in _watch(state):
+        service_state = states[name]
+        for key, value_of, threshold in rules:
+            if (value := value_of(service_state)) >= threshold:
+                found[key] = value
+    state.readings[step] = found
+    return found
+
+
+def _history(state: TelemetryState, step: int) -> tuple[dict[AlertKey, int], dict[AlertKey, float]]:
+    """When each alert first fired (since the start of the history) and its peak since the page,
+    up to a step."""
+    _, first, peaks, _ = _history_of(state, step)
+    return first, peaks
+
+
+def _history_of(state: TelemetryState, step: int) -> AlertHistory:
+    """The readings of a step, and up to it when each alert first fired, its peak since the page, and
+    when it last fired; built on the previous step's."""
+    now = readings(state, step)
+    cached = state.histories.get(step)
+    if cached is not None:
+        return cached
+    if step > -HISTORY_MINUTES:
+        _, first_before, peaks_before, last_before = _history_of(state, step - 1)
+        first, peaks, last = dict(first_before), dict(peaks_before), dict(last_before)
+    else:
+        first, peaks, last = {}, {}, {}
+    for key, value in now.items():
+        first.setdefault(key, step)
+        last[key] = step
+        if step >= 0 or key not in peaks:
+            peaks[key] = max(peaks.get(key, 0.0), value)
+    found = state.histories[step] = (now, first, peaks, last)
+    return found
+
+
+def _since(state: TelemetryState, service: str, signal: str, began: int) -> str:
+    """When an alert began, as pages print it; kept, since every step renders every alert."""
+    since = state.since.get((service, signal, began))
+    if since is None:
+        moment = clock(state.world, began)
+        # A signal firing since the start of the history has been firing for longer.
+        if began == -HISTORY_MINUTES:
+            moment -= timedelta(minutes=spread(5, 240, state.world.incident.id, service, signal))
+        since = state.since[(service, signal, began)] = format_time(moment)
+    return since
+
+
+def _stale_alerts(state: TelemetryState) -> list[Alert]:
+    """Warnings left firing from before the incident: the same on every page."""
+    if state.stale_alerts is None:
+        world, incident = state.world, state.world.incident
+        started = parse_time(incident.started_at)
+        found = []
+        for index, distraction in enumerate(incident.distractions):
+            if distraction.kind == "stale_alert":
+                strength = distraction_strength(distraction, incident.id, index)
+                value = round(80.0 + 12.0 * strength, 1)
+                since = started - timedelta(minutes=spread(3, 300, incident.id, index, "stale"))
+                found.append(_disk_alert(world, distraction.service, value, value, since, "firing"))
+        state.stale_alerts = found
+    return state.stale_alerts
+
+
+def _render(state: TelemetryState, step: int) -> list[Alert]:
+    world = state.world
+    now, first, peaks, last = _history_of(state, step)
+    found = []
+    for (service, signal), peak in peaks.items():
+        rule = _RULES[signal]
+        value = now.get((service, signal))
+        if value is None:
+            # A resolved page shows the reading it resolved on, below its threshold: the minute after
+            # it last fired.
+            value = rule.value(world.states_at(last[(service, signal)] + 1)[service])
+        began = first[(service, signal)]
+        firing = (service, signal) in now
+        # A page that did not move since it was last rendered (a resolved one, mostly) is that one again.
+        key = (service, signal, began, firing, value, peak)
+        alert = state.rendered.get(key)
+        if alert is None:
+            critical = rule.critical_at is not None and peak >= rule.critical_at
+            shown = significant if signal.endswith("ratio") else _tenths
+            alert = state.rendered[key] = Alert(
+                service=service,
+                signal=signal,
+                level="critical" if critical else "warning",
+                status="firing" if firing else "resolved",
+                value=shown(value),
+                peak=shown(peak),
+                summary=rule.summary.format(value=value, peak=peak),
+                since=_since(state, service, signal, began),
+            )
+        found.append(alert)
+    found += _stale_alerts(state)
+    found += _full_volumes(world, step)
+    facing = state.facing
+    found.sort(key=lambda a: (a.status != "firing", a.level != "critical", a.service not in facing, a.service))
+    return found
+
+
+def _full_volumes(world: World, step: int) -> list[Alert]:
+    """The pages of volumes a fault fills: on disk usage, with values overlapping a stale log-volume warning's."""
+    incident = world.incident
+    started = parse_time(incident.started_at)
+    found = []
+    for index, fault in enumerate(incident.faults):
+        if fault.type != "disk_full" or step < -fault_lead(incident, fault, index):
+            continue
+        healed = world.healed_at(index)
+
+        def filled(at: int, index: int = index, healed: int | None = healed) -> float:
+            # The volume has room from the minute its fix lands, as the database's diagnostics say.
+            strength = world.strengths(at)[index] if healed is None or at < healed else 0.0
+            return round(min(100.0, 84.0 + 16.0 * strength), 1) if strength > 0.0 else 0.0
+
+        value = filled(step)
+        # The peak since the page never falls; a freed volume reads what the database reports.
+        peak = max(filled(at) for at in range(min(0, step), step + 1))
+        status: Literal["firing", "resolved"] = "firing" if value else "resolved"
+        if not value:
+            value = float(disk_used(world, fault.service, step))
+        since = started - timedelta(minutes=fault_lead(incident, fault, index))
+        found.append(_disk_alert(world, fault.service, value, peak, since, status))
+    return found
+
+
+# Where a volume fills: the log volume of any service, or a datastore's data directory.
+_DATA_DIRS = {
+    "postgres": "/var/lib/postgresql",
+    "mysql": "/var/lib/mysql",
+    "kafka": "/var/lib/kafka/data",
+    "rabbitmq": "/var/lib/rabbitmq/mnesia",
+}
+
+
+def full_volume(world: World, service: str) -> str:
+    """The volume of a service that fills: its log volume, or a datastore's data directory. Its page and
+    its database's diagnostics name the same one."""
+    data = _DATA_DIRS.get(world.plan.by_name[service].tech)
+    return data if data and unit(world.incident.id, service, "volume") < 0.5 else "/var/log"
+
+
+def disk_used(world: World, service: str, step: int) -> int:
+    """A volume's usage in percent when nothing fills it, less once it has been expanded."""
+    if world.remedied("expand_volume", service, step) is not None:
+        return 30 + int(unit(world.incident.id, service, "disk2") * 20)
+    return 40 + int(unit(world.incident.id, service, "disk") * 38)
+
+
+def _disk_alert(
+    world: World,
+    service: str,
+    value: float,
+    peak: float,
+    since: datetime,
+    status: Literal["firing", "resolved"],
+) -> Alert:
+    return Alert(
+        service=service,
+        signal="disk_pct",
+        level="warning",
+        status=status,
+        value=value,
+        peak=peak,
+        summary=f"disk usage {full_volume(world, service)} {value:.0f}% (threshold 80%)",
+        since=format_time(since),
+    )
+
+
+def _tenths(value: float) -> float:
+    return round(value, 1)

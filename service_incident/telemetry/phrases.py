@@ -1,0 +1,93 @@
+"""The phrase tables log lines are drawn from: side work and red herrings by technology, the lines
+remedies leave, and the notes releases carry."""
+
+from __future__ import annotations
+
+from ..faults import PROXY_TECHS
+
+# How many routine lines a two-minute window of a service's logs holds.
+ROUTINE_LINES = (2, 5)
+
+# Notes any release carries; a note naming a feature comes with that feature's files (CHANGED_FILES).
+RELEASE_NOTES = (
+    "dependency updates",
+    "feature flag cleanup",
+    "logging format change",
+    "connection pool settings",
+    "retry policy tuning",
+)
+
+DISTRACTION_LOGS: dict[str, tuple[str, ...]] = {
+    "noisy_neighbour": (
+        "INFO batch job reindex-{hex:4} running, processed {int:10000:90000} rows",
+        "INFO background compaction in progress ({int:20:80}% done)",
+        "WARN cpu throttled for {int:10:40}% of the last period",
+        "INFO nightly report generation started for {int:100:900} accounts",
+    ),
+    # A release's trace is its deploy history and its pods' age, not a line of its own.
+    "recent_deploy": (),
+    "misleading_log": (
+        '{level} req={{hex:8}} "{{endpoint}}" status=504 upstream={blamed} err="deadline exceeded after {deadline}ms"',
+        "{level} slow response from upstream={blamed} rt={{int:300:900}}ms, retrying (attempt 2/3)",
+        '{level} req={{hex:8}} "{{endpoint}}" status={status} upstream={blamed} err="{failure}"',
+    ),
+    "flaky_errors": (
+        "ERROR partner webhook delivery failed: x509: certificate has expired host=hooks.partner.io",
+        "WARN provider responded 429 Too Many Requests retry_after={int:20:120}s job=nightly-export",
+        "ERROR export job {hex:6} failed: deadline exceeded after {int:1000:5000}ms",
+        "ERROR upload to object storage failed: connection reset by peer bucket=reports-{hex:4}",
+        "WARN GC pause {float:0:3}s heap={int:70:90}%",
+    ),
+    "stale_alert": (),
+    "minor_fault": (),
+}
+# How often any service shows each kind of everyday noise whether or not anything is wrong with it:
+# near the rate a red herring of that kind adds, so the lines say little about which service is at fault.
+EVERYDAY_RATES = {"noisy_neighbour": 0.25, "flaky_errors": 0.2}
+# The periods a service's config sync runs on, in minutes: a two-minute log window shows a reload from
+# about a quarter of services.
+CONFIG_SYNC_MINUTES = (3, 5, 8, 10, 15)
+# A datastore's own side work (no webhooks, exports, reports or reindexing jobs of its own): backups,
+# snapshots, audit streams, compaction.
+THROTTLED = "WARN cpu throttled for {int:10:40}% of the last period"
+DATASTORE_WORK: dict[str, tuple[str, ...]] = {
+    "flaky_errors": (
+        "ERROR backup upload to object storage failed: connection reset by peer bucket=backups-{hex:4}",
+        "WARN scheduled snapshot {hex:6} failed: deadline exceeded after {int:1000:5000}ms, will retry",
+        "ERROR audit stream shipping to analytics failed: connection refused host=audit-sink.internal",
+    ),
+    "noisy_neighbour": (
+        "INFO background compaction in progress ({int:20:80}% done)",
+        THROTTLED,
+    ),
+}
+# Side work of technologies that keep no data of their own or run no jobs: a proxy rotates and ships
+# its access logs; memcached persists nothing; redis snapshots and rewrites its append-only file.
+PROXY_WORK: dict[str, tuple[str, ...]] = {
+    "flaky_errors": (
+        "ERROR access log shipping failed: connection reset by peer host=log-sink.internal",
+        "WARN access log upload to object storage failed: deadline exceeded after {int:1000:5000}ms, will retry",
+    ),
+    "noisy_neighbour": ("INFO access log rotation: compressing {int:2:9} files", THROTTLED),
+}
+TECH_WORK: dict[str, dict[str, tuple[str, ...]]] = {
+    **dict.fromkeys(PROXY_TECHS, PROXY_WORK),
+    "memcached": {
+        "flaky_errors": ("ERROR stats export to metrics sink failed: connection refused host=stats-sink.internal",),
+        "noisy_neighbour": ("INFO slab rebalancer moved {int:2:40} pages between classes", THROTTLED),
+    },
+    "redis": {
+        "noisy_neighbour": ("INFO Background append only file rewriting started ({int:20:80}% done)", THROTTLED),
+    },
+}
+
+REMEDY_LOGS = {
+    "restart": "INFO received SIGTERM, shutting down; replacement pod passed readiness",
+    "rollback": "INFO starting {svc} {version}",
+    "scale_up": "INFO new replicas joined the pool",
+    "escalate": "INFO incident ticket opened with the owning team",
+    "failover": "INFO failover complete: replica promoted to primary",
+    "expand_volume": "INFO volume resized online, filesystem grown",
+    "renew_certificate": "INFO certificate reloaded for {host}",
+    "shed_load": "WARN admission control enabled: excess requests answered 429",
+}

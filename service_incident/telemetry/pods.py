@@ -1,0 +1,183 @@
+"""The pods running a service: names, PIDs, addresses and ages, replaced by rollouts, added by
+scale-ups, their containers restarting while a fault crashes them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from ..faults import FAULTS, FaultType
+from ..world import HISTORY_MINUTES, World, distraction_onset, fault_lead, spread, unit
+from .clock import clock, parse_time, step_of
+from .deploys import deploys, version
+from .templates import hexkey
+
+if TYPE_CHECKING:
+    from .state import TelemetryState
+
+# How strongly a red herring's minor fault shows in its service's own views.
+MINOR_STRENGTH = 0.4
+# The fault that crashes a service's containers, the step it began, and its strength by step.
+Crash = tuple[FaultType, int, Callable[[int], float]]
+# Pods by (service, step, remedies applied so far): a step's pods change only with a remedy. A service
+# whose containers do not crash keeps its pods until a remedy touches it: by (service,).
+PodsKey = tuple[str, int, int] | tuple[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    name: str
+    pid: int
+    ip: str
+    created: datetime  # when the pod was created: its age
+    started: datetime  # when its current container started: its uptime
+    restarts: int
+    status: str
+    last_termination: str | None
+
+
+def pods(state: TelemetryState, service: str, step: int) -> list[Pod]:
+    """The pods running a service at a step: a rollout (restart, rollback) replaces them all, a
+    scale-up adds new ones, and a crashing container restarts inside its pod with a new PID."""
+    history = state.world.history
+    if crash(state, service) is None and not any(e.service == service and e.step <= step for e in history):
+        # Nothing has happened to its pods yet: they are the same at every such step.
+        key: PodsKey = (service,)
+    else:
+        key = (service, step, len(history))
+    found = state.pods.get(key)
+    if found is None:
+        found = state.pods[key] = _new_pods(state, service, step)
+    return found
+
+
+def pods_at(state: TelemetryState, service: str, moment: datetime) -> list[Pod]:
+    """The pods that were running at a moment: those of the step it falls in."""
+    return pods(state, service, step_of(state.world, moment))
+
+
+def _new_pods(state: TelemetryState, service: str, step: int) -> list[Pod]:
+    world, iid = state.world, state.world.incident.id
+    node = world.plan.by_name[service]
+    now = clock(world, step)
+    rollouts = sorted(
+        e.step for e in world.history if e.service == service and e.remedy in ("restart", "rollback") and e.step <= step
+    )
+    generation = len(rollouts)
+    born = clock(world, rollouts[-1]) if rollouts else None
+    scale_ups = sum(1 for e in world.history if e.service == service and e.remedy == "scale_up" and e.step <= step)
+    replicas = node.replicas * 2**scale_ups
+    # A restart is a new pod template (its restartedAt annotation), so a new ReplicaSet and hash; a
+    # rollback returns to the previous release's template.
+    restarted = sum(1 for e in world.history if e.service == service and e.remedy == "restart" and e.step <= step)
+    template = hexkey(iid, service, "rs", version(world, service, step), *([restarted] if restarted else []))[:5]
+    template += "9"
+    crashing = crash(state, service)
+    sick: dict[int, int] = {}  # how many pods' containers crash, by step
+    if crashing is not None:
+        # While any request succeeds some pod serves it: one stays up unless every request fails.
+        kind, began, strength = crashing
+        most = replicas if kind.error_rate >= 1.0 else replicas - 1
+        sick = {s: min(most, math.ceil(strength(s) * replicas)) for s in range(max(began, step - 30), step + 1)}
+    found = []
+    for index in range(replicas):
+        scaled = index >= node.replicas
+        suffix = hexkey(iid, service, generation, index)[:5]
+        name = f"{service}-{template}-{suffix}"
+        if born is not None:
+            # A rollout replaces the pods one at a time in the seconds before it completes.
+            started = born - timedelta(milliseconds=spread(500, 20_000, iid, service, rollouts[-1], index))
+        elif scaled:
+            scaled_at = min(e.step for e in world.history if e.service == service and e.remedy == "scale_up")
+            started = clock(world, scaled_at)
+        else:
+            started = now - timedelta(hours=spread(20, 900, iid, service, index, "age"), minutes=step)
+            # A pod is never older than the release it runs: the last rollout replaced every pod.
+            shipped = released(state, service)
+            started = max(started, shipped + timedelta(seconds=spread(20, 240, iid, service, index, "roll")))
+        created = started
+        # Replicas added this minute are still starting (see SCALE_JOINING).
+        restarts, status, termination = 0, "ContainerCreating" if scaled and started == now else "Running", None
+        if crashing is not None:
+            crashed = _crashed(world, service, index, crashing, sick, created, step)
+            if crashed is not None:
+                restarts, termination, status, started = crashed[0], crashed[1], crashed[2] or status, crashed[3]
+        pid = 100 + int(unit(iid, service, generation, index, restarts, "pid") * 9800)
+        ip = f"10.{int(unit(iid, service, 'net') * 250)}.{index}.{10 + int(unit(iid, name) * 200)}"
+        found.append(Pod(name, pid, ip, created, started, restarts, status, termination))
+    return found
+
+
+def _crashed(
+    world: World, service: str, index: int, crashing: Crash, sick: dict[int, int], created: datetime, step: int
+) -> tuple[int, str, str | None, datetime] | None:
+    """How often pod `index`'s container has restarted, how it last ended, its status if it crashes still
+    (None: as it would be), and when its current container started; None if it never restarted.
+
+    The container has crashed since the fault began or the pod was created, whichever is later,
+    restarting inside the pod on the orchestrator's back-off (10 s doubling up to 5 min), until the last
+    minute it crashed in; its restarts stay counted after that."""
+    iid, now = world.incident.id, clock(world, step)
+    kind, began, _ = crashing
+    first = max(began, step_of(world, created))
+    last = next((s for s in range(step, first - 1, -1) if index < sick.get(s, 0)), None)
+    if last is None:
+        return None
+    since = max(clock(world, began), created)
+    until = now if last == step else clock(world, last)
+    restarts = _backoff_restarts((until - since).total_seconds() * spread(0.8, 1.0, iid, service, index, "crash"))
+    if not restarts or kind.termination is None:
+        return None
+    if last != step:
+        return restarts, kind.termination, None, until
+    status = "CrashLoopBackOff" if kind.health == "down" else "Running"
+    started = max(created, now - timedelta(seconds=spread(5, 90, iid, service, index, restarts)))
+    return restarts, kind.termination, status, started
+
+
+def crash(state: TelemetryState, service: str) -> Crash | None:
+    """The fault that crashes a service's containers, the step it began, and its strength by step: a
+    fault of the incident, or a red herring's minor fault, which crashes a container now and then
+    (kept: it depends on the incident alone)."""
+    if service not in state.crashes:
+        state.crashes[service] = _find_crash(state.world, service)
+    return state.crashes[service]
+
+
+def _find_crash(world: World, service: str) -> Crash | None:
+    incident = world.incident
+    for index, fault in enumerate(incident.faults):
+        kind = FAULTS[fault.type]
+        if fault.service == service and kind.termination:
+            return kind, -fault_lead(incident, fault, index), lambda s, i=index: world.strengths(s)[i]
+    for index, distraction in enumerate(incident.distractions):
+        minor = FAULTS[distraction.fault] if distraction.kind == "minor_fault" and distraction.fault else None
+        if distraction.service == service and minor and minor.termination:
+            onset = -distraction_onset(incident.id, index)
+            return minor, onset, lambda s, o=onset: MINOR_STRENGTH if s >= o else 0.0
+    return None
+
+
+def _backoff_restarts(seconds: float) -> int:
+    """How often a crashing container restarted in this long: the back-off doubles from 10 s up to 5 min."""
+    if seconds < 10.0:
+        return 0
+    restarts, elapsed, wait = 1, 10.0, 10.0
+    while elapsed + min(2 * wait, 300.0) <= seconds:
+        wait = min(2 * wait, 300.0)
+        elapsed += wait
+        restarts += 1
+    return restarts
+
+
+def released(state: TelemetryState, service: str) -> datetime:
+    """When the release the service runs before any remedy rolled out: the newest deploy listed
+    (kept: it precedes every remedy, and every pod of every view asks)."""
+    found = state.releases.get(service)
+    if found is None:
+        newest = deploys(state.world, service, -HISTORY_MINUTES).partition("\n")[0]
+        found = state.releases[service] = parse_time(newest.partition(" ")[0])
+    return found

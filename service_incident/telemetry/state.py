@@ -1,0 +1,71 @@
+"""What one episode's telemetry keeps between looks: every cache has this one owner, created with the
+episode's `Telemetry` and handed to each view.
+
+Renderings that follow the world's states at a step (readings, alert histories, pages, metric
+points) are kept by step until a remedy changes the states from its step on: `follow` forgets
+them then, as the world forgets its states. Everything else is keyed by all it depends on and kept
+for the episode."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from ..models import Alert, MetricPoint
+from ..world import World
+
+if TYPE_CHECKING:
+    from .look import Look, View
+    from .pages import AlertHistory, Readings, Watched
+    from .pods import Crash, Pod, PodsKey
+
+
+@dataclass(slots=True)
+class TelemetryState:
+    """One episode's world and seed, and what its telemetry has rendered of them."""
+
+    world: World
+    seed: int
+    facing: frozenset[str]  # the user-facing services, listed first on the pager
+    # The incident's pages of steps no remedy reached, shared with every episode of it (pages.shared_pages).
+    shared_pages: dict[int, list[Alert]]
+    # Followed states, by step (points by service and minute): forgotten from a remedy's step on.
+    readings: dict[int, Readings] = field(default_factory=dict)
+    histories: dict[int, AlertHistory] = field(default_factory=dict)
+    pages: dict[int, tuple[Readings, list[Alert]]] = field(default_factory=dict)
+    points: dict[tuple[str, int], MetricPoint] = field(default_factory=dict)
+    # Pages rendered before a remedy outdated them: the next step shows them again while its readings
+    # and alert history match theirs (pages.alerts).
+    outdated_pages: dict[int, tuple[Readings, list[Alert]]] = field(default_factory=dict)
+    remedies: int = 0  # how many of the world's remedies the renderings follow
+    # Kept for the episode, keyed by everything they depend on.
+    pods: dict[PodsKey, list[Pod]] = field(default_factory=dict)
+    crashes: dict[str, Crash | None] = field(default_factory=dict)
+    releases: dict[str, datetime] = field(default_factory=dict)
+    minutes: dict[int, str] = field(default_factory=dict)  # "HH:MM" of each minute a metric point is stamped with
+    since: dict[tuple[str, str, int], str] = field(default_factory=dict)
+    rendered: dict[tuple[str, str, int, bool, float, float], Alert] = field(default_factory=dict)
+    seen: dict[tuple[View, str], tuple[object, Look]] = field(default_factory=dict)
+    # Built on first use: an episode whose pages another episode rendered never needs them.
+    watch: tuple[tuple[str, tuple[Watched, ...]], ...] | None = None
+    stale_alerts: list[Alert] | None = None
+
+    def follow(self) -> None:
+        """Forget the renderings of the states each remedy applied since the last call changed."""
+        history = self.world.history
+        if len(history) == self.remedies:
+            return
+        for remediation in history[self.remedies :]:
+            self._forget_from(remediation.step)
+        self.remedies = len(history)
+
+    def _forget_from(self, step: int) -> None:
+        for at in [at for at in self.readings if at >= step]:
+            del self.readings[at]
+        for at in [at for at in self.histories if at >= step]:
+            del self.histories[at]
+        for at in [at for at in self.pages if at >= step]:
+            self.outdated_pages[at] = self.pages.pop(at)
+        for key in [key for key in self.points if key[1] >= step]:
+            del self.points[key]

@@ -1,0 +1,86 @@
+"""The template language log lines and reports are written in, the log levels, and the keyed draws
+every rendering takes its randomness from."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable
+from functools import cache
+
+from ..world import unit
+
+LEVELS = ("CRIT", "PANIC", "FATAL", "ERROR", "WARN", "LOG", "INFO")
+# The levels a line that reports trouble is written at, loudest first.
+LOUD_LEVELS = LEVELS[:5]
+
+_FIELD = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
+_Piece = Callable[[random.Random, dict[str, str]], str]
+
+
+def level(line: str) -> str:
+    """The level word of a rendered log line, or "" for a line without one."""
+    fields = line.split(maxsplit=4)
+    return fields[3] if len(fields) > 3 else ""
+
+
+def rng_for(seed: int, *key: object) -> random.Random:
+    return random.Random(":".join(map(str, (seed, *key))))
+
+
+def pick(rng: random.Random, options: tuple[str, ...] | list[str]) -> str:
+    return options[int(rng.random() * len(options))]
+
+
+def pick_fixed(options: tuple[str, ...], *key: object) -> str:
+    return options[int(unit(*key) * len(options))]
+
+
+def hexkey(*key: object) -> str:
+    """Six hex digits drawn from a key: the stuff of pod names and replica-set hashes."""
+    return f"{int(unit(*key) * 0xFFFFFF):06x}"
+
+
+def _literal(text: str) -> _Piece:
+    return lambda _rng, _context: text
+
+
+def _piece(name: str, arg: str | None) -> _Piece:
+    if name == "int":
+        low, high = map(int, (arg or "").split(":"))
+        return lambda rng, _: str(low + int(rng.random() * (high - low + 1)))
+    if name == "float":
+        low_f, high_f = map(float, (arg or "").split(":"))
+        return lambda rng, _: f"{low_f + rng.random() * (high_f - low_f):.1f}"
+    if name == "hex":
+        digits = int(arg or "0")
+        return lambda rng, _: f"{rng.getrandbits(4 * digits):0{digits}x}"
+    if name == "pick":
+        options = tuple((arg or "").split("|"))
+        return lambda rng, _: pick(rng, options)
+    if name == "endpoint":
+        return lambda rng, context: fill(context[name], rng, context)
+    return lambda _, context: context[name]
+
+
+@cache
+def _compile(template: str) -> tuple[_Piece, ...]:
+    """A template cut once into literal text and the fields to draw: rendering is then a join."""
+    pieces: list[_Piece] = []
+    position = 0
+    for match in _FIELD.finditer(template):
+        literal = template[position : match.start()]
+        if literal:
+            pieces.append(_literal(literal))
+        pieces.append(_piece(match.group(1), match.group(2)))
+        position = match.end()
+    if template[position:]:
+        pieces.append(_literal(template[position:]))
+    return tuple(pieces)
+
+
+def fill(template: str, rng: random.Random, context: dict[str, str]) -> str:
+    """Expand a template: {int:a:b}, {float:a:b}, {hex:n}, {pick:a|b} and named context fields."""
+    if "{" not in template:
+        return template
+    return "".join([piece(rng, context) for piece in _compile(template)])
