@@ -34,26 +34,29 @@ def test_a_red_herring_failing_side_work_on_a_user_facing_service_does_not_block
 
 
 def _ledger(declared: set[str], evidence: set[str], severity_right: bool) -> scoring.Ledger:
-    ledger = scoring.Ledger(evidence=evidence, severity_right=severity_right)
-    ledger.declared = frozenset(declared)
+    ledger = scoring.Ledger()
+    ledger.looked(evidence)
+    ledger.declare(frozenset(declared), severity_right)
     return ledger
 
 
 def test_half_the_roots_earns_part_of_severity_evidence_and_efficiency() -> None:
     roots = frozenset({"db", "cache"})
 
-    def score(declared: set[str], evidence: set[str], severity_right: bool) -> float:
-        return scoring.final_score(
+    def graded(declared: set[str], evidence: set[str], severity_right: bool) -> tuple[float, dict[str, float]]:
+        outcome = scoring.Outcome(
             grading="generated", roots=roots, steps=5, max_steps=20, ledger=_ledger(declared, evidence, severity_right)
-        )[0]
+        )
+        return scoring.final_score(outcome)
+
+    def score(declared: set[str], evidence: set[str], severity_right: bool) -> float:
+        return graded(declared, evidence, severity_right)[0]
 
     full = score({"db", "cache"}, {"db", "cache"}, True)
     half_backed = score({"db"}, {"db"}, True)
     half_blind = score({"db"}, set(), True)
     wrong = score({"api"}, {"db", "cache"}, True)
-    _, parts = scoring.final_score(
-        grading="generated", roots=roots, steps=5, max_steps=20, ledger=_ledger({"db"}, {"db"}, True)
-    )
+    _, parts = graded({"db"}, {"db"}, True)
     # Severity, evidence and efficiency count for a partial answer, in proportion to it.
     assert parts["severity"] > 0 and parts["evidence"] > 0 and parts["efficiency"] > 0
     assert full > half_backed > half_blind > wrong
@@ -64,15 +67,19 @@ def test_half_the_roots_earns_part_of_severity_evidence_and_efficiency() -> None
 def test_a_rationale_is_credited_only_for_facts_seen_in_a_named_root() -> None:
     """Quoting the page or a bystander is open to anyone who read the first observation; only facts
     from a view that showed a root cause named right count."""
-    ledger = _ledger({"db"}, {"db"}, True)
-    ledger.observe("api: error_rate=5.2% p99=812ms upstream timeout", frozenset({"api"}))
-    ledger.observe("db: pool_size=20 waiting=57 wait_ms=4100", frozenset({"db"}))
+    views = [
+        ("api: error_rate=5.2% p99=812ms upstream timeout", "api"),
+        ("db: pool_size=20 waiting=57 wait_ms=4100", "db"),
+    ]
 
     def rationale(*cited: str) -> float:
-        ledger.rationales = list(cited)
-        return scoring.final_score(grading="response", roots=frozenset({"db"}), steps=3, max_steps=9, ledger=ledger)[1][
-            "rationale"
-        ]
+        ledger = _ledger({"db"}, {"db"}, True)
+        for text, service in views:
+            ledger.observe(text, frozenset({service}))
+        for text in cited:
+            ledger.cite(text)
+        outcome = scoring.Outcome(grading="response", roots=frozenset({"db"}), steps=3, max_steps=9, ledger=ledger)
+        return scoring.final_score(outcome)[1]["rationale"]
 
     full = scoring.WEIGHTS["response"]["rationale"]
     assert rationale("api shows error_rate=5.2% and p99=812ms") == 0.0
@@ -81,11 +88,11 @@ def test_a_rationale_is_credited_only_for_facts_seen_in_a_named_root() -> None:
     assert rationale("api error_rate=5.2%", "db pool_size=20 with waiting=57 and wait_ms=4100") == full
     assert 0 < rationale("db pool_size=20 with waiting=57 and wait_ms=4100 after 3 restarts=9") < full
     # Numbers count as engineers round them, times as clocks print them; not any number near one seen.
-    ledger.observe("db: 2812.2 req/s, p99 1740 ms since 13:54:01", frozenset({"db"}))
+    views.append(("db: 2812.2 req/s, p99 1740 ms since 13:54:01", "db"))
     assert rationale("db at 2800 req/s and p99 1740 ms since 13:54") == full
     assert rationale("db at 2900 req/s and p99 1800 ms since 13:55") == 0.0
     # Round numbers quote nothing, and a percentage only a percentage.
-    ledger.observe("db: 1.2 req/s, 5.3 ms, 99.2% cpu, 0.41% errors, 97 connections", frozenset({"db"}))
+    views.append(("db: 1.2 req/s, 5.3 ms, 99.2% cpu, 0.41% errors, 97 connections", "db"))
     assert rationale("db 1 2 5 10 100") == 0.0
     assert rationale("db cpu 99 and errors 0.41 and 97%") == 0.0
 
