@@ -359,3 +359,20 @@ def test_the_view_shown_at_reset_is_no_evidence_a_look_the_agent_takes_is() -> N
     backed = looked.step(parse_action({"action": "declare_rca", "targets": roots}))
     assert backed.breakdown is not None and backed.breakdown["evidence"] > 0
     assert backed.score is not None and at_once.score is not None and backed.score > at_once.score
+
+
+def test_the_postmortem_says_a_root_was_seen_whenever_its_evidence_was_credited() -> None:
+    """A rationale that cites no fact falls short, and that must not hide that a view showed the root."""
+    env = ServiceIncidentEnvironment()
+    env.reset(task_id="easy_incident_triage", seed=0)
+    assert env._episode is not None
+    root = sorted(env._episode.world.root_causes)[0]
+    for action in (
+        {"action": "check_health", "target": root, "rationale": "look"},
+        {"action": "declare", "target": root, "severity": "P1", "rationale": "it is broken"},
+        {"action": "resolve", "target": root, "rationale": "done"},
+    ):
+        last = env.step(parse_action(action))
+    assert last.done and last.postmortem is not None and "rationale" in last.postmortem.missed
+    (cause,) = last.postmortem.root_causes
+    assert cause.credited["evidence"] > 0 and cause.seen

@@ -116,16 +116,13 @@ def postmortem(debrief: Debrief) -> Postmortem:
         )
     credit = root_credit(outcome)
     named = outcome.named
-    seen: frozenset[str] | set[str] = ledger.evidence
-    if "rationale" in missed:
-        seen = rationale_facts(ledger.rationales, ledger.observed, outcome.roots & named)[1]
     return Postmortem(
         root_causes=[
             RootCause(
                 service=fault.service,
                 fault=fault.fault,
                 fixes=list(fault.fixes),
-                seen=fault.service in seen,
+                seen=fault.service in ledger.evidence,
                 named=fault.service in named,
                 fixed=fault.service in outcome.fixed,
                 credited={part: round(value, 4) for part, value in credit[fault.service].items()},
