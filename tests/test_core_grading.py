@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+import msgspec
 import pytest
 from msgspec import structs
 
@@ -376,3 +377,12 @@ def test_the_postmortem_says_a_root_was_seen_whenever_its_evidence_was_credited(
     assert last.done and last.postmortem is not None and "rationale" in last.postmortem.missed
     (cause,) = last.postmortem.root_causes
     assert cause.credited["evidence"] > 0 and cause.seen
+
+
+def test_no_part_of_the_breakdown_is_negative_zero() -> None:
+    """An episode without waste reports its waste as 0.0: JSON would print -0.0."""
+    env = ServiceIncidentEnvironment()
+    env.reset(task_id="easy", seed=3, incident_id="easy_001")
+    last = env.step(Declare(target="db", severity="P0"))
+    assert last.done and last.breakdown is not None and last.breakdown["waste"] == 0.0
+    assert b"-0.0" not in msgspec.json.encode(last)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from ..models import Postmortem, RootCause, Severity
 from .facts import RATIONALE_CITES, rationale_facts
+from .rewards import rounded
 from .score import Outcome, root_credit
 
 _IN_PROPORTION = "counts in proportion to the root causes named right"
@@ -125,7 +126,7 @@ def postmortem(debrief: Debrief) -> Postmortem:
                 seen=fault.service in ledger.evidence,
                 named=fault.service in named,
                 fixed=fault.service in outcome.fixed,
-                credited={part: round(value, 4) for part, value in credit[fault.service].items()},
+                credited={part: rounded(value, 4) for part, value in credit[fault.service].items()},
             )
             for fault in debrief.faults
         ],

@@ -57,3 +57,8 @@ def declare_reward(declared: frozenset[str], roots: frozenset[str], severity_rig
     if declared == roots:
         return DECLARE_ROOT_ONLY if severity_right is False else DECLARE_EXACT
     return DECLARE_PARTIAL if declared & roots else DECLARE_WRONG
+
+
+def rounded(value: float, digits: int) -> float:
+    """A reward or a part of the score as reported: rounded, and 0.0 where it is nothing, never -0.0."""
+    return round(value, digits) + 0.0

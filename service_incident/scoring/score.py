@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from .facts import rationale_credit
 from .ledger import Ledger
+from .rewards import rounded
 
 # Final score: the weight of each part per kind of grading. `root_cause`, `evidence` and `remediation`
 # are earned root by root (named, seen while named, fixed); every other part counts in proportion to
@@ -100,4 +101,4 @@ def final_score(outcome: Outcome) -> tuple[float, dict[str, float]]:
     parts["waste"] = -SCORE_WASTE * ledger.waste
     raw = max(0.0, min(1.0, sum(parts.values())))
     score = SCORE_FLOOR + (SCORE_CEIL - SCORE_FLOOR) * raw
-    return round(score, 4), {name: round(value, 4) for name, value in parts.items()}
+    return rounded(score, 4), {name: rounded(value, 4) for name, value in parts.items()}
