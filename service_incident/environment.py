@@ -73,6 +73,8 @@ class _Episode:
     seed_drawn: bool = False
     done: bool = False
     views: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The views the agent chose to look at: the first deliberate look at the one reset showed is a look too.
+    opened: set[tuple[str, str]] = field(default_factory=set)
     metrics: dict[str, Metrics] = field(default_factory=dict)
     history: list[ActionRecord] = field(default_factory=list)
     paged: list[Alert] = field(default_factory=list)
@@ -290,8 +292,9 @@ class ServiceIncidentEnvironment:
         assert view is not None
         look = episode.telemetry.look(view, target, episode.step)  # type: ignore[arg-type]
         label = _VIEW_LABELS[view]
-        if not look.changed:
+        if not look.changed and (view, target) in episode.opened:
             return episode.ledger.wasted(), f"The {label} of {target} show nothing new since you last looked."
+        episode.opened.add((view, target))
         revealing = self._record(episode, look)
         episode.diagnostic = f"{label} of {target}: {_digest(look)}"
         return episode.ledger.looked(revealing), f"Inspected the {label} of {target}."

@@ -44,15 +44,30 @@ def test_a_look_elsewhere_pays_nothing_and_judges_nothing() -> None:
     assert not JUDGMENT.search(obs.message) and not JUDGMENT.search(obs.last_diagnostic or "")
 
 
+def test_the_first_look_at_the_view_reset_showed_is_a_look_and_the_next_is_redundant() -> None:
+    """The agent did not choose what reset showed: its own first look at it counts, as evidence too."""
+    env = ServiceIncidentEnvironment()
+    env.reset(task_id="hard", seed=7, reward_mode="final")  # the README's example: reset shows cache's logs
+    first = env.step(InspectLogs(target="cache"))
+    assert first.message == "Inspected the logs of cache." and first.last_diagnostic is not None
+    again = env.step(InspectLogs(target="cache"))
+    assert again.message == "The logs of cache show nothing new since you last looked."
+    last = env.step(Declare(target="cache", severity="P1"))
+    assert last.breakdown is not None
+    assert last.breakdown["evidence"] == scoring.WEIGHTS["triage"]["evidence"]
+    assert last.breakdown["waste"] == -scoring.SCORE_WASTE
+
+
 def test_redundant_inspection_and_unknown_target_cost() -> None:
     env = fresh("medium", "med_001")
     visible = next(i.initial_visible for i in load_suite("triage") if i.id == "med_001")
-    assert env.step(InspectLogs(target=visible)).reward == scoring.WASTE_PENALTY  # unchanged since reset
+    assert env.step(InspectLogs(target=visible)).reward != scoring.WASTE_PENALTY  # the agent's own first look
+    assert env.step(InspectLogs(target=visible)).reward == scoring.WASTE_PENALTY  # unchanged since then
     obs = env.step(InspectMetrics(target="kafka"))
     assert obs.reward == scoring.WASTE_PENALTY
     assert obs.last_action_error and "kafka" in obs.last_action_error and "payments" in obs.last_action_error
-    assert env.state.step_count == 2 and not obs.done
-    assert obs.action_history[-1] == ActionRecord(step=2, action="inspect_metrics", target="kafka", refused=True)
+    assert env.state.step_count == 3 and not obs.done
+    assert obs.action_history[-1] == ActionRecord(step=3, action="inspect_metrics", target="kafka", refused=True)
 
 
 @pytest.mark.parametrize(

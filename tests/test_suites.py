@@ -18,8 +18,9 @@ from service_incident.tasks import RCA_IDS, TASKS, resolve_incident
 from service_incident.world import World
 
 SUITES = [(t, i) for t, i in curated() if TASKS[t].suite in ("response", "rca")]
-# The least an exploit must fall short of the honest expert by.
-CLEAR_MARGIN = 0.05
+# The least an exploit must fall short of the honest expert by: one wasted action's worth of score
+# (where the reset's view is the root, repeating it is a first look and then repeats).
+CLEAR_MARGIN = scoring.SCORE_WASTE * (scoring.SCORE_CEIL - scoring.SCORE_FLOOR) - 1e-9
 
 
 @pytest.mark.parametrize(("task_id", "incident_id"), SUITES)
