@@ -182,34 +182,32 @@ class ServiceIncidentEnvironment:
         error = self._refusal(episode, action)
         episode.history.append(_record(episode.step, action, refused=error is not None))
         if error is not None:
-            reward, message = episode.ledger.wasted(), "Nothing happened."
+            episode.ledger.wasted()
+            message = "Nothing happened."
         elif action.kind == "inspect":
-            reward, message = self._inspect(episode, action)
+            message = self._inspect(episode, action)
         elif action.kind == "remedy":
             # A remediation action's tag is the remedy it applies.
             episode.world.remediate(name, action.target)  # type: ignore[arg-type, union-attr]
-            reward = episode.ledger.remedied(scoring.judge_remedy(episode.world))
+            episode.ledger.remedied(scoring.judge_remedy(episode.world))
             message = _DONE_REMEDY[name].format(t=action.target)  # type: ignore[union-attr]
         elif isinstance(action, Resolve):
             if action.target is not None and episode.ledger.declared is None:
                 # Resolving "the service I fixed" names it as the root cause, as the response system did.
                 episode.ledger.declare(frozenset({action.target}))
             restored, watched = self._watch(episode)
-            reward = scoring.RESOLVE_RESTORED if restored else scoring.RESOLVE_PREMATURE
             outcome = "service restored" if restored else "users still failing, incident reopened"
             message = f"Resolved the incident after watching for {watched} min: {outcome}."
         else:
-            reward, message = self._declare(episode, action)  # type: ignore[arg-type]
+            message = self._declare(episode, action)  # type: ignore[arg-type]
         if error is None and name in episode.task.ends_on:
             self._finish(episode)
         if not episode.done and episode.step >= episode.task.max_steps:
-            reward += scoring.BUDGET_EXHAUSTED
             message += " The step budget is spent."
             self._finish(episode)
         if episode.done:
-            reward = episode.ledger.settle(reward)
             message += f" Episode over: score {episode.score:.2f}."
-        return self._observe(message, reward=round(reward, 6), error=error)
+        return self._observe(message, reward=self._reward(episode), error=error)
 
     @property
     def state(self) -> State:
@@ -286,18 +284,19 @@ class ServiceIncidentEnvironment:
             watched += 1
         return world.restored(), watched
 
-    def _inspect(self, episode: _Episode, action: Action) -> tuple[float, str]:
+    def _inspect(self, episode: _Episode, action: Action) -> str:
         target: str = action.target  # type: ignore[union-attr]
         view = type(action).view
         assert view is not None
         look = episode.telemetry.look(view, target, episode.step)  # type: ignore[arg-type]
         label = _VIEW_LABELS[view]
         if not look.changed and (view, target) in episode.opened:
-            return episode.ledger.wasted(), f"The {label} of {target} show nothing new since you last looked."
+            episode.ledger.wasted()
+            return f"The {label} of {target} show nothing new since you last looked."
         episode.opened.add((view, target))
-        revealing = self._record(episode, look)
+        episode.ledger.looked(self._record(episode, look))
         episode.diagnostic = f"{label} of {target}: {_digest(look)}"
-        return episode.ledger.looked(revealing), f"Inspected the {label} of {target}."
+        return f"Inspected the {label} of {target}."
 
     @staticmethod
     def _record(episode: _Episode, look: Look, opened: bool = True) -> frozenset[str]:
@@ -323,34 +322,33 @@ class ServiceIncidentEnvironment:
             return frozenset()
         return frozenset(root for root in world.root_causes & shown if world.fault_runs(root, episode.step))
 
-    def _declare(self, episode: _Episode, action: Declare | DeclareRootCauses) -> tuple[float, str]:
+    def _declare(self, episode: _Episode, action: Declare | DeclareRootCauses) -> str:
         world = episode.world
         if isinstance(action, Declare):
             declared = frozenset([action.target, *action.additional_targets])
             # Judged on what the pages could have shown by now, lag included.
-            severity_right: bool | None = action.severity == world.severity(episode.telemetry.lagged(episode.step))
+            severity_right = action.severity == world.severity(episode.telemetry.lagged(episode.step))
             episode.declared_severity = action.severity
             said = f" with severity {action.severity}"
         else:
-            declared, severity_right, said = frozenset(action.targets), None, ""
-        episode.ledger.declare(declared, bool(severity_right))
-        named = ", ".join(sorted(declared))
-        reward = scoring.declare_reward(declared, world.root_causes, severity_right)
-        return reward, f"Declared: {named}{said}."
+            declared, severity_right, said = frozenset(action.targets), False, ""
+        episode.ledger.declare(declared, severity_right)
+        return f"Declared: {', '.join(sorted(declared))}{said}."
+
+    @staticmethod
+    def _reward(episode: _Episode) -> float:
+        """What the step just taken pays: the score at the end in final mode (0 before), the change of
+        the potential in dense mode (which ends at the score)."""
+        if episode.reward_mode == "final":
+            return episode.score if episode.score is not None else 0.0
+        potential = episode.score if episode.score is not None else scoring.potential(_outcome(episode))
+        return episode.ledger.pay(potential)
 
     @staticmethod
     def _finish(episode: _Episode) -> None:
         episode.done = True
         world, task = episode.world, episode.task
-        outcome = scoring.Outcome(
-            grading=task.grading,
-            roots=world.root_causes,
-            steps=episode.step,
-            max_steps=task.max_steps,
-            ledger=episode.ledger,
-            fixed=scoring.fixed_roots(world),
-            restored=world.restored(),
-        )
+        outcome = _outcome(episode)
         episode.score, episode.breakdown = scoring.final_score(outcome)
         if task.held_out:
             return  # the postmortem tells the incident's answers, which must stay with the host
@@ -376,8 +374,7 @@ class ServiceIncidentEnvironment:
     def _observe(self, message: str, reward: float, error: str | None = None) -> Observation:
         episode = self._episode
         assert episode is not None
-        paid = episode.ledger.pay(reward, episode.reward_mode, episode.done)
-        episode.paid.append(paid)
+        episode.paid.append(reward)
         incident, task = episode.world.incident, episode.task
         alerts = episode.telemetry.alerts(episode.step)
         if alerts is not episode.paged:
@@ -417,7 +414,7 @@ class ServiceIncidentEnvironment:
             score=episode.score,
             breakdown=episode.breakdown,
             done=episode.done,
-            reward=paid,
+            reward=reward,
             postmortem=episode.postmortem,
             metadata={
                 "episode_id": episode.episode_id,
@@ -428,6 +425,20 @@ class ServiceIncidentEnvironment:
         )
         self._last = observation
         return observation
+
+
+def _outcome(episode: _Episode) -> scoring.Outcome:
+    """The episode as its score is computed from it, now."""
+    world, task = episode.world, episode.task
+    return scoring.Outcome(
+        grading=task.grading,
+        roots=world.root_causes,
+        steps=episode.step,
+        max_steps=task.max_steps,
+        ledger=episode.ledger,
+        fixed=scoring.fixed_roots(world),
+        restored=world.restored(),
+    )
 
 
 def _severity_basis(world: World, graded: int) -> str:

@@ -282,8 +282,7 @@ def test_a_remedy_that_buys_time_on_a_root_is_not_waste(remedy: str) -> None:
     env = ServiceIncidentEnvironment()
     root = next(f.service for f in resolve_incident(TASKS["gen_easy"], None, seed).faults)
     env.reset(task_id="gen_easy", seed=seed, reward_mode="dense")
-    eased = env.step(parse_action({"action": remedy, "target": root}))
-    assert eased.reward == scoring.REMEDY_EASES
+    env.step(parse_action({"action": remedy, "target": root}))
     final = env.step(_declare_all([root]))
     assert final.breakdown is not None and final.breakdown["waste"] == 0
     assert final.postmortem is not None and f"eased {root}" in final.postmortem.remedies[0]
@@ -292,7 +291,7 @@ def test_a_remedy_that_buys_time_on_a_root_is_not_waste(remedy: str) -> None:
     again = ServiceIncidentEnvironment()
     services = again.reset(task_id="gen_easy", seed=seed, reward_mode="dense").services
     bystander = next(s for s in services if s != root)
-    assert again.step(parse_action({"action": remedy, "target": bystander})).reward == scoring.REMEDY_WRONG
+    again.step(parse_action({"action": remedy, "target": bystander}))
     wasted = again.step(_declare_all([root]))
     assert wasted.breakdown is not None and wasted.breakdown["waste"] == -scoring.SCORE_WASTE
     assert wasted.postmortem is not None and "changed nothing for the incident" in wasted.postmortem.remedies[0]

@@ -7,7 +7,8 @@ rationale is matched against what the agent was shown, with numbers as engineers
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
+from functools import lru_cache
 
 from ..world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS
 
@@ -108,7 +109,7 @@ def _facts(text: str, *, values: bool) -> set[str]:
     return found
 
 
-def _numbers(facts: set[str]) -> list[tuple[float, bool]]:
+def _numbers(facts: Set[str]) -> list[tuple[float, bool]]:
     """The numbers among facts, each with whether it is a percentage; a ratio shown (0.0015) is also
     the percentage an engineer cites (0.15%), and a percentage shown also its ratio."""
     found: list[tuple[float, bool]] = []
@@ -124,7 +125,7 @@ def _numbers(facts: set[str]) -> list[tuple[float, bool]]:
     return found
 
 
-def _quotes(cited: str, observed: set[str], numbers: list[tuple[float, bool]]) -> bool:
+def _quotes(cited: str, observed: Set[str], numbers: Iterable[tuple[float, bool]]) -> bool:
     """Whether a cited fact is one observed: the same fact, or a number rounded as engineers round
     (2812.2 cited as 2800, 99.2% as 99%, a ratio 0.889 as 88.9%), and a percentage only as a percentage."""
     if cited in observed:
@@ -135,6 +136,14 @@ def _quotes(cited: str, observed: set[str], numbers: list[tuple[float, bool]]) -
     value, figures = number
     percent = cited.endswith("%")
     return any(shown == percent and float(f"{x:.{figures}g}") == value for x, shown in numbers)
+
+
+@lru_cache(maxsize=512)
+def _shown(text: str) -> tuple[frozenset[str], tuple[tuple[float, bool], ...]]:
+    """The facts a view's text shows and the numbers among them. Computed once per text: dense mode
+    grades the rationales at every step, over every view seen so far."""
+    facts = _facts(text, values=True)
+    return frozenset(facts), tuple(_numbers(facts))
 
 
 # The rubric's thresholds are stated with the task: citing them invents nothing (they earn nothing).
@@ -151,8 +160,7 @@ def rationale_facts(
     seen = {fact for fact in cited if _quotes(fact, _RUBRIC, _RUBRIC_NUMBERS)}
     of_roots: set[str] = set()
     for shown, text in observed:
-        facts = _facts(text, values=True)
-        numbers = _numbers(facts)
+        facts, numbers = _shown(text)
         quoted = {fact for fact in cited - (of_roots if shown & roots else seen) if _quotes(fact, facts, numbers)}
         seen |= quoted
         if shown & roots:

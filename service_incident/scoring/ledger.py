@@ -8,47 +8,39 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .remedies import RemedyVerdict
-from .rewards import (
-    INFO_REWARD,
-    INFO_REWARD_CAP,
-    NO_INFO_REWARD,
-    REMEDY_EASES,
-    REMEDY_HEALS,
-    REMEDY_WRONG,
-    WASTE_PENALTY,
-)
+from .rewards import INFO_REWARD, INFO_REWARD_CAP, REWARD_DIGITS, rounded
 
 
 class Ledger:
-    """One episode's record for grading: evidence seen, waste, the answer, the remedies, the rewards."""
+    """One episode's record for grading: evidence seen, waste, the answer, the remedies, the potential paid."""
 
     __slots__ = (
+        "_bonus",
         "_declared",
         "_evidence",
-        "_info_paid",
         "_observed",
+        "_potential",
         "_rationales",
         "_remedies",
-        "_rewards",
         "_severity_right",
         "_waste",
     )
 
     def __init__(self) -> None:
-        self._info_paid = 0.0
+        self._bonus = 0.0
         self._waste = 0
         self._evidence: frozenset[str] = frozenset()
         self._observed: list[tuple[frozenset[str], str]] = []
         self._rationales: list[str] = []
-        self._rewards: list[float] = []
         self._declared: frozenset[str] | None = None
         self._severity_right = False
         self._remedies: list[RemedyVerdict] = []
+        self._potential = 0.0
 
     @property
-    def info_paid(self) -> float:
-        """The information rewards paid so far (dense shaping, settled at the end)."""
-        return self._info_paid
+    def bonus(self) -> float:
+        """The information bonus held in dense mode's potential (privileged shaping, taken back at the end)."""
+        return self._bonus
 
     @property
     def waste(self) -> int:
@@ -90,44 +82,28 @@ class Ledger:
         """A view's text and the services it showed. Tokenized only if a rationale is ever graded."""
         self._observed.append((services, text))
 
-    def looked(self, revealing: Iterable[str]) -> float:
-        """A new look the agent chose, with the root causes it showed while their fault did: recorded as
-        evidence, and its dense reward (an information reward for a root not seen before, up to the cap)."""
+    def looked(self, revealing: Iterable[str]) -> None:
+        """A new look the agent chose, with the root causes it showed while their fault did: evidence, and
+        the information bonus for each root not seen before (up to the cap)."""
         new = frozenset(revealing) - self._evidence
-        if not new:
-            return NO_INFO_REWARD
         self._evidence |= new
-        paid = min(INFO_REWARD, INFO_REWARD_CAP - self._info_paid)
-        self._info_paid = round(self._info_paid + paid, 6)
-        return paid
+        self._bonus = rounded(min(INFO_REWARD_CAP, self._bonus + INFO_REWARD * len(new)), REWARD_DIGITS)
 
-    def wasted(self) -> float:
-        """A redundant look or a refused action: counted, and its dense reward."""
+    def wasted(self) -> None:
+        """A redundant look or a refused action."""
         self._waste += 1
-        return WASTE_PENALTY
 
     def declare(self, roots: frozenset[str], severity_right: bool = False) -> None:
         """The answer: the root causes named, and whether the severity declared with them is right."""
         self._declared = roots
         self._severity_right = severity_right
 
-    def remedied(self, verdict: RemedyVerdict) -> float:
-        """A remedy as judged: recorded, counted as waste if it did no good, and its dense reward."""
+    def remedied(self, verdict: RemedyVerdict) -> None:
+        """A remedy as judged: recorded, and counted as waste if it did no good."""
         self._remedies.append(verdict)
-        if verdict.heals:
-            return REMEDY_HEALS
-        if verdict.wasted:
-            self._waste += 1
-            return REMEDY_WRONG
-        return REMEDY_EASES
+        self._waste += verdict.wasted
 
-    def settle(self, reward: float) -> float:
-        """The terminal step's reward: its own reward less the shaping paid along the way."""
-        return round(reward - self._info_paid, 6)
-
-    def pay(self, dense: float, mode: str, done: bool) -> float:
-        """Record a step's dense reward; what it pays in a reward mode (final: the whole return at the end)."""
-        self._rewards.append(dense)
-        if mode == "dense":
-            return dense
-        return round(sum(self._rewards), 6) if done else 0.0
+    def pay(self, potential: float) -> float:
+        """Dense mode's reward for reaching `potential`: its change since the last step (0 at reset)."""
+        before, self._potential = self._potential, potential
+        return rounded(potential - before, REWARD_DIGITS)

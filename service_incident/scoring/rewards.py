@@ -1,62 +1,41 @@
-"""The per-step rewards of both reward modes, and the bounds of any one step's reward.
+"""What a step pays in each reward mode. In both, an episode's return is its score.
 
-"final" (evaluation): every step before the last pays exactly 0 and the last carries the episode's
-whole return. "dense" (training): the same return spread over the steps, with shaping that uses
-privileged information (whether an inspection looked at a root cause while its fault showed, whether
-a remedy healed one) and is documented as such. Information rewards are potential-based: paid when a
-root's evidence is first seen and settled (subtracted) at the end, so the return is the outcome minus
-the waste in both modes.
+"final" (evaluation): every step before the last pays exactly 0 and the last pays the score.
+"dense" (training): every step pays the change of a potential, which is 0 at reset, the score at the
+end, and in between the score the episode would get if it ended now plus an information bonus. The
+bonus is shaping from privileged information (whether a look showed a root cause while its fault
+did), documented as such, and the last step takes it back: the rewards add up to the score, so no
+shaping can be farmed. The potential lies in [0, 1], so every step's reward lies in [-1, 1].
 """
 
 from __future__ import annotations
 
-# Per-step rewards (the triage table).
-INFO_REWARD = 0.1  # dense only: a new look at a root cause while its fault shows (privileged)
-NO_INFO_REWARD = 0.0  # any other new look
-WASTE_PENALTY = -0.05  # a redundant inspection, an unknown target, an action the task does not allow
-DECLARE_EXACT = 1.0  # root cause and severity right
-DECLARE_ROOT_ONLY = 0.6  # root cause right, severity wrong
-DECLARE_PARTIAL = 0.3  # some but not all root causes of a multi-fault incident
-DECLARE_WRONG = -0.3  # root cause wrong
-BUDGET_EXHAUSTED = -0.2  # the step budget ran out without ending the episode
-# Information rewards paid in one episode stop here, which bounds the settlement.
+# The information bonus: each root cause first seen while its fault shows adds this, up to the cap.
+INFO_REWARD = 0.1
 INFO_REWARD_CAP = 0.5
-# Remediation (response and root-cause tasks).
-REMEDY_HEALS = 0.2  # the remedy removes a root cause
-REMEDY_EASES = 0.0  # it eases a root's impact without removing the fault: no waste, and nothing to farm
-REMEDY_WRONG = -0.1  # it changes nothing for the incident, or makes users' impact worse
-RESOLVE_RESTORED = 0.5  # resolved with service restored
-RESOLVE_PREMATURE = -0.5  # resolved while a fault is live or users still fail
+POTENTIAL_MAX = 1.0
 
-# Dense mode's per-step rewards, each with the event as the documentation names it (docs/scoring.md's
-# table is rendered from this).
-REWARD_TABLE: tuple[tuple[str, float], ...] = (
-    ("dense: first look at a root cause while its fault shows (privileged)", INFO_REWARD),
-    ("any other new look", NO_INFO_REWARD),
-    ("redundant inspection, unknown target or action the task does not allow", WASTE_PENALTY),
-    ("declare: service and severity right", DECLARE_EXACT),
-    ("declare: service right, severity wrong", DECLARE_ROOT_ONLY),
-    ("declare: some but not all root causes", DECLARE_PARTIAL),
-    ("declare: wrong service", DECLARE_WRONG),
-    ("remedy that removes a root cause's fault", REMEDY_HEALS),
-    ("remedy that eases a root cause's impact without removing its fault (buys time)", REMEDY_EASES),
-    ("remedy that changes nothing for the incident or makes users' impact worse", REMEDY_WRONG),
-    ("resolve with service restored", RESOLVE_RESTORED),
-    ("resolve while a fault is live or users still fail", RESOLVE_PREMATURE),
-    ("step budget spent before the episode ended", BUDGET_EXHAUSTED),
+# The bounds of any single step's reward: the change of a potential in [0, POTENTIAL_MAX].
+REWARD_MAX = POTENTIAL_MAX
+REWARD_MIN = -POTENTIAL_MAX
+# What a reward is rounded to. A potential has at most four decimals (the score's), so the rounded
+# changes still add up to the score.
+REWARD_DIGITS = 6
+
+# What each step pays in each mode, as the documentation names it (docs/scoring.md's table is rendered
+# from this): (step, final, dense).
+REWARD_TABLE: tuple[tuple[str, str, str], ...] = (
+    (
+        "the potential, while the episode runs",
+        "(none)",
+        f"the score if the episode ended now, plus {INFO_REWARD} for each root cause a look of the agent's "
+        f"showed while its fault did (privileged; at most {INFO_REWARD_CAP} in all), at most {POTENTIAL_MAX}",
+    ),
+    ("reset", "0", "0: the potential starts at 0"),
+    ("a step before the last", "0", "the potential now less the potential before"),
+    ("the last step", "the score", "the score less the potential before"),
+    ("the return (the sum of the rewards)", "the score", "the score"),
 )
-
-
-# The bounds of any single step's reward (settlement included).
-REWARD_MAX = DECLARE_EXACT
-REWARD_MIN = min(DECLARE_WRONG, RESOLVE_PREMATURE, BUDGET_EXHAUSTED + WASTE_PENALTY) - INFO_REWARD_CAP
-
-
-def declare_reward(declared: frozenset[str], roots: frozenset[str], severity_right: bool | None) -> float:
-    """`severity_right` is None where the task does not grade severity."""
-    if declared == roots:
-        return DECLARE_ROOT_ONLY if severity_right is False else DECLARE_EXACT
-    return DECLARE_PARTIAL if declared & roots else DECLARE_WRONG
 
 
 def rounded(value: float, digits: int) -> float:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .facts import rationale_credit
 from .ledger import Ledger
-from .rewards import rounded
+from .rewards import POTENTIAL_MAX, REWARD_DIGITS, rounded
 
 # Final score: the weight of each part per kind of grading. `root_cause`, `evidence` and `remediation`
 # are earned root by root (named, seen while named, fixed); every other part counts in proportion to
@@ -102,3 +102,8 @@ def final_score(outcome: Outcome) -> tuple[float, dict[str, float]]:
     raw = max(0.0, min(1.0, sum(parts.values())))
     score = SCORE_FLOOR + (SCORE_CEIL - SCORE_FLOOR) * raw
     return rounded(score, 4), {name: rounded(value, 4) for name, value in parts.items()}
+
+
+def potential(outcome: Outcome) -> float:
+    """Dense mode's potential while the episode runs (at the end it is the score): see `rewards`."""
+    return rounded(min(POTENTIAL_MAX, final_score(outcome)[0] + outcome.ledger.bonus), REWARD_DIGITS)
