@@ -52,7 +52,7 @@ class RandomValidPlayer:
             )
         if action_type is Resolve:
             return Resolve(target=rng.choice([None, *services]), rationale=rationale)
-        return action_type(target=rng.choice(services), rationale=rationale)  # type: ignore[call-arg]
+        return action_type(target=rng.choice(services), rationale=rationale)  # type: ignore[call-arg, return-value]
 
 
 def players(seed: int) -> dict[str, Agent]:
