@@ -207,7 +207,7 @@ class ServiceIncidentEnvironment:
             self._finish(episode)
         if episode.done:
             message += f" Episode over: score {episode.score:.2f}."
-        return self._observe(message, reward=self._reward(episode), error=error)
+        return self._observe(message, reward=_reward(episode), error=error)
 
     @property
     def state(self) -> State:
@@ -336,40 +336,13 @@ class ServiceIncidentEnvironment:
         return f"Declared: {', '.join(sorted(declared))}{said}."
 
     @staticmethod
-    def _reward(episode: _Episode) -> float:
-        """What the step just taken pays: the score at the end in final mode (0 before), the change of
-        the potential in dense mode (which ends at the score)."""
-        if episode.reward_mode == "final":
-            return episode.score if episode.score is not None else 0.0
-        potential = episode.score if episode.score is not None else scoring.potential(_outcome(episode))
-        return episode.ledger.pay(potential)
-
-    @staticmethod
     def _finish(episode: _Episode) -> None:
         episode.done = True
-        world, task = episode.world, episode.task
         outcome = _outcome(episode)
         episode.score, episode.breakdown = scoring.final_score(outcome)
-        if task.held_out:
+        if episode.task.held_out:
             return  # the postmortem tells the incident's answers, which must stay with the host
-        graded = episode.telemetry.lagged(episode.step)
-        episode.postmortem = scoring.postmortem(
-            scoring.Debrief(
-                outcome=outcome,
-                breakdown=episode.breakdown,
-                faults=tuple(
-                    scoring.RootFault(f.service, f.type, (FAULTS[f.type].fix, *FAULTS[f.type].acceptable))
-                    for f in world.incident.faults
-                ),
-                live=tuple(
-                    sorted({f.service for f in world.incident.faults if world.fault_runs(f.service, episode.step)})
-                ),
-                red_herrings=tuple(f"{d.kind} on {d.service}" for d in world.incident.distractions),
-                severity=world.severity(graded) if task.grades_severity else None,
-                severity_basis=_severity_basis(world, graded) if task.grades_severity else _NO_SEVERITY,
-                declared_severity=episode.declared_severity,
-            )
-        )
+        episode.postmortem = scoring.postmortem(_debrief(episode, outcome, episode.breakdown))
 
     def _observe(self, message: str, reward: float, error: str | None = None) -> Observation:
         episode = self._episode
@@ -438,6 +411,34 @@ def _outcome(episode: _Episode) -> scoring.Outcome:
         ledger=episode.ledger,
         fixed=scoring.fixed_roots(world),
         restored=world.restored(),
+    )
+
+
+def _reward(episode: _Episode) -> float:
+    """What the step just taken pays: the score at the end in final mode (0 before), the change of the
+    potential in dense mode (which ends at the score)."""
+    if episode.reward_mode == "final":
+        return episode.score if episode.score is not None else 0.0
+    potential = episode.score if episode.score is not None else scoring.potential(_outcome(episode))
+    return episode.ledger.pay(potential)
+
+
+def _debrief(episode: _Episode, outcome: scoring.Outcome, breakdown: dict[str, float]) -> scoring.Debrief:
+    """An ended episode's outcome beside the incident's truth, for its postmortem."""
+    world, task = episode.world, episode.task
+    graded = episode.telemetry.lagged(episode.step)
+    return scoring.Debrief(
+        outcome=outcome,
+        breakdown=breakdown,
+        faults=tuple(
+            scoring.RootFault(f.service, f.type, (FAULTS[f.type].fix, *FAULTS[f.type].acceptable))
+            for f in world.incident.faults
+        ),
+        live=tuple(sorted({f.service for f in world.incident.faults if world.fault_runs(f.service, episode.step)})),
+        red_herrings=tuple(f"{d.kind} on {d.service}" for d in world.incident.distractions),
+        severity=world.severity(graded) if task.grades_severity else None,
+        severity_basis=_severity_basis(world, graded) if task.grades_severity else _NO_SEVERITY,
+        declared_severity=episode.declared_severity,
     )
 
 
