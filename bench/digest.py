@@ -12,53 +12,14 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import random
 
 import msgspec
 
 from service_incident.environment import ServiceIncidentEnvironment
-from service_incident.harness.agents import REFERENCE_AGENTS, Agent
-from service_incident.models import ACTIONS_BY_NAME, Action, Declare, DeclareRootCauses, Observation, Resolve
+from service_incident.harness.returns import players
 from service_incident.tasks import TASKS
 
 _encoder = msgspec.json.Encoder(order="deterministic")
-
-
-class RandomValidPlayer:
-    """Any action the task allows on any service, answers rarely, so episodes run long."""
-
-    def __init__(self, seed: int) -> None:
-        self._rng = random.Random(f"digest:{seed}")
-
-    def act(self, observation: Observation) -> Action:
-        rng = self._rng
-        services = observation.services
-        ending = [name for name in observation.available_actions if name in observation.terminal_actions]
-        others = [name for name in observation.available_actions if name not in ending]
-        name = rng.choice(ending if not others or rng.random() < 0.08 else others)
-        action_type = ACTIONS_BY_NAME[name]
-        rationale = f"look {rng.randrange(100)}" if rng.random() < 0.9 else None
-        if action_type is Declare:
-            extra = rng.sample(services, rng.randint(0, min(2, len(services))))
-            return Declare(
-                target=rng.choice(services),
-                severity=rng.choice(("P0", "P1", "P2")),
-                additional_targets=extra,
-                rationale=rationale,
-            )
-        if action_type is DeclareRootCauses:
-            return DeclareRootCauses(
-                targets=rng.sample(services, rng.randint(1, min(3, len(services)))), rationale=rationale
-            )
-        if action_type is Resolve:
-            return Resolve(target=rng.choice([None, *services]), rationale=rationale)
-        return action_type(target=rng.choice(services), rationale=rationale)  # type: ignore[call-arg]
-
-
-def players(seed: int) -> dict[str, Agent]:
-    found: dict[str, Agent] = {name: factory(seed) for name, factory in REFERENCE_AGENTS.items()}
-    found["random_valid"] = RandomValidPlayer(seed)
-    return found
 
 
 def play(env: ServiceIncidentEnvironment, digest: hashlib._Hash, task_id: str, seed: int, incident: str | None) -> None:

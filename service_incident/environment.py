@@ -39,6 +39,7 @@ RESOLVE_WATCH = 3
 _METRICS_TEXT = msgspec.json.Encoder()  # a metrics view as the agent reads it, for the facts it shows
 _NO_EPISODE = "no episode is running: call reset first"
 _EPISODE_OVER = "the episode is over: call reset to start another"
+_NO_SEVERITY = "this task does not grade severity"
 _VIEW_LABELS = {
     "logs": "logs",
     "metrics": "metrics",
@@ -72,6 +73,8 @@ class _Episode:
     seed_drawn: bool = False
     done: bool = False
     views: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The views the agent chose to look at: the first deliberate look at the one reset showed is a look too.
+    opened: set[tuple[str, str]] = field(default_factory=set)
     metrics: dict[str, Metrics] = field(default_factory=dict)
     history: list[ActionRecord] = field(default_factory=list)
     paged: list[Alert] = field(default_factory=list)
@@ -175,38 +178,36 @@ class ServiceIncidentEnvironment:
         episode.world.advance()
         name = action_name(action)
         if action.rationale:
-            episode.ledger.rationales.append(action.rationale)
+            episode.ledger.cite(action.rationale)
         error = self._refusal(episode, action)
         episode.history.append(_record(episode.step, action, refused=error is not None))
         if error is not None:
-            reward, message = episode.ledger.wasted(), "Nothing happened."
+            episode.ledger.wasted()
+            message = "Nothing happened."
         elif action.kind == "inspect":
-            reward, message = self._inspect(episode, action)
+            message = self._inspect(episode, action)
         elif action.kind == "remedy":
             # A remediation action's tag is the remedy it applies.
             episode.world.remediate(name, action.target)  # type: ignore[arg-type, union-attr]
-            reward = scoring.remedy_reward(episode.ledger, episode.world)
+            episode.ledger.remedied(scoring.judge_remedy(episode.world))
             message = _DONE_REMEDY[name].format(t=action.target)  # type: ignore[union-attr]
         elif isinstance(action, Resolve):
             if action.target is not None and episode.ledger.declared is None:
                 # Resolving "the service I fixed" names it as the root cause, as the response system did.
-                episode.ledger.declared = frozenset({action.target})
+                episode.ledger.declare(frozenset({action.target}))
             restored, watched = self._watch(episode)
-            reward = scoring.RESOLVE_RESTORED if restored else scoring.RESOLVE_PREMATURE
             outcome = "service restored" if restored else "users still failing, incident reopened"
             message = f"Resolved the incident after watching for {watched} min: {outcome}."
         else:
-            reward, message = self._declare(episode, action)  # type: ignore[arg-type]
+            message = self._declare(episode, action)  # type: ignore[arg-type]
         if error is None and name in episode.task.ends_on:
             self._finish(episode)
         if not episode.done and episode.step >= episode.task.max_steps:
-            reward += scoring.BUDGET_EXHAUSTED
             message += " The step budget is spent."
             self._finish(episode)
         if episode.done:
-            reward = scoring.settle(reward, episode.ledger)
             message += f" Episode over: score {episode.score:.2f}."
-        return self._observe(message, reward=round(reward, 6), error=error)
+        return self._observe(message, reward=_reward(episode), error=error)
 
     @property
     def state(self) -> State:
@@ -283,21 +284,23 @@ class ServiceIncidentEnvironment:
             watched += 1
         return world.restored(), watched
 
-    def _inspect(self, episode: _Episode, action: Action) -> tuple[float, str]:
+    def _inspect(self, episode: _Episode, action: Action) -> str:
         target: str = action.target  # type: ignore[union-attr]
         view = type(action).view
         assert view is not None
         look = episode.telemetry.look(view, target, episode.step)  # type: ignore[arg-type]
         label = _VIEW_LABELS[view]
-        if not look.changed:
-            return episode.ledger.wasted(), f"The {label} of {target} show nothing new since you last looked."
-        revealing = self._record(episode, look)
+        if not look.changed and (view, target) in episode.opened:
+            episode.ledger.wasted()
+            return f"The {label} of {target} show nothing new since you last looked."
+        episode.opened.add((view, target))
+        episode.ledger.looked(self._record(episode, look))
         episode.diagnostic = f"{label} of {target}: {_digest(look)}"
-        return episode.ledger.inspection_reward(revealing), f"Inspected the {label} of {target}."
+        return f"Inspected the {label} of {target}."
 
     @staticmethod
-    def _record(episode: _Episode, look: Look, opened: bool = True) -> bool:
-        """Show a look in the observation; whether it showed a root cause's fault (privileged, for grading).
+    def _record(episode: _Episode, look: Look, opened: bool = True) -> frozenset[str]:
+        """Show a look in the observation; the root causes whose fault it showed (privileged, for grading).
 
         Evidence is what the agent chose to look at: the view shown at reset counts for none, or an
         answer declared at once would be backed by evidence whenever the service shown is a root."""
@@ -316,85 +319,35 @@ class ServiceIncidentEnvironment:
         seen = look.text if look.metrics is None else f"{look.text} {_METRICS_TEXT.encode(look.metrics).decode()}"
         episode.ledger.observe(seen, frozenset(shown))
         if not opened:
-            return False
-        revealing = {root for root in world.root_causes & shown if world.fault_runs(root, episode.step)}
-        revealing -= episode.ledger.evidence
-        episode.ledger.evidence |= revealing
-        return bool(revealing)
+            return frozenset()
+        return frozenset(root for root in world.root_causes & shown if world.fault_runs(root, episode.step))
 
-    def _declare(self, episode: _Episode, action: Declare | DeclareRootCauses) -> tuple[float, str]:
+    def _declare(self, episode: _Episode, action: Declare | DeclareRootCauses) -> str:
         world = episode.world
         if isinstance(action, Declare):
             declared = frozenset([action.target, *action.additional_targets])
             # Judged on what the pages could have shown by now, lag included.
-            severity_right: bool | None = action.severity == world.severity(episode.telemetry.lagged(episode.step))
+            severity_right = action.severity == world.severity(episode.telemetry.lagged(episode.step))
             episode.declared_severity = action.severity
             said = f" with severity {action.severity}"
         else:
-            declared, severity_right, said = frozenset(action.targets), None, ""
-        episode.ledger.declared = declared
-        episode.ledger.severity_right = bool(severity_right)
-        named = ", ".join(sorted(declared))
-        reward = scoring.declare_reward(declared, world.root_causes, severity_right)
-        return reward, f"Declared: {named}{said}."
+            declared, severity_right, said = frozenset(action.targets), False, ""
+        episode.ledger.declare(declared, severity_right)
+        return f"Declared: {', '.join(sorted(declared))}{said}."
 
     @staticmethod
     def _finish(episode: _Episode) -> None:
         episode.done = True
-        world, task = episode.world, episode.task
-        restored, fixed = world.restored(), scoring.fixed_roots(world)
-        episode.score, episode.breakdown = scoring.final_score(
-            grading=task.grading,
-            roots=world.root_causes,
-            steps=episode.step,
-            max_steps=task.max_steps,
-            ledger=episode.ledger,
-            fixed=fixed,
-            restored=restored,
-        )
-        if task.held_out:
+        outcome = _outcome(episode)
+        episode.score, episode.breakdown = scoring.final_score(outcome)
+        if episode.task.held_out:
             return  # the postmortem tells the incident's answers, which must stay with the host
-        graded = episode.telemetry.lagged(episode.step)
-        impacts = [world.graded_impact(step) for step in range(graded + 1)]
-        error_rate = max(impact[0] for impact in impacts)
-        worst_latency = max(impact[1] for impact in impacts)
-        at_risk = world.data_at_risk(graded)
-        basis = (
-            f"worst user-facing impact from the page to {format_time(clock(world, graded))} (what metrics showed "
-            f"when the answer was given; a remedy's own disruption (pods rolling) not counted): "
-            f"error rate {error_rate:.1%}, p99 {worst_latency:.0f} ms"
-            f"{'; a system of record refused or lost writes' if at_risk else ''}. Rubric: P0 at error rate "
-            f">= {P0_ERROR_RATE:.0%} or p99 >= {P0_LATENCY_MS:.0f} ms or writes of record lost; P1 at "
-            f">= {P1_ERROR_RATE:.0%} or >= {P1_LATENCY_MS:.0f} ms; otherwise P2."
-        )
-        episode.postmortem = scoring.postmortem(
-            faults=[
-                (f.service, f.type, [FAULTS[f.type].fix, *FAULTS[f.type].acceptable]) for f in world.incident.faults
-            ],
-            seen=set(episode.ledger.evidence),
-            ledger=episode.ledger,
-            severity=world.severity(graded) if task.grades_severity else None,
-            severity_basis=basis if task.grades_severity else "this task does not grade severity",
-            declared_severity=episode.declared_severity,
-            breakdown=episode.breakdown,
-            weights=scoring.WEIGHTS[task.grading],
-            credit=scoring.root_credit(
-                grading=task.grading, roots=world.root_causes, ledger=episode.ledger, fixed=fixed
-            ),
-            fixed=fixed,
-            restored=restored,
-            live=sorted({f.service for f in world.incident.faults if world.fault_runs(f.service, world.step)}),
-            red_herrings=[f"{d.kind} on {d.service}" for d in world.incident.distractions],
-            steps=episode.step,
-            max_steps=task.max_steps,
-        )
+        episode.postmortem = scoring.postmortem(_debrief(episode, outcome, episode.breakdown))
 
     def _observe(self, message: str, reward: float, error: str | None = None) -> Observation:
         episode = self._episode
         assert episode is not None
-        episode.ledger.rewards.append(reward)
-        paid = scoring.paid(reward, episode.reward_mode, episode.done, episode.ledger)
-        episode.paid.append(paid)
+        episode.paid.append(reward)
         incident, task = episode.world.incident, episode.task
         alerts = episode.telemetry.alerts(episode.step)
         if alerts is not episode.paged:
@@ -434,7 +387,7 @@ class ServiceIncidentEnvironment:
             score=episode.score,
             breakdown=episode.breakdown,
             done=episode.done,
-            reward=paid,
+            reward=reward,
             postmortem=episode.postmortem,
             metadata={
                 "episode_id": episode.episode_id,
@@ -445,6 +398,64 @@ class ServiceIncidentEnvironment:
         )
         self._last = observation
         return observation
+
+
+def _outcome(episode: _Episode) -> scoring.Outcome:
+    """The episode as its score is computed from it, now."""
+    world, task = episode.world, episode.task
+    return scoring.Outcome(
+        grading=task.grading,
+        roots=world.root_causes,
+        steps=episode.step,
+        max_steps=task.max_steps,
+        ledger=episode.ledger,
+        fixed=scoring.fixed_roots(world),
+        restored=world.restored(),
+    )
+
+
+def _reward(episode: _Episode) -> float:
+    """What the step just taken pays: the score at the end in final mode (0 before), the change of the
+    potential in dense mode (which ends at the score)."""
+    if episode.reward_mode == "final":
+        return episode.score if episode.score is not None else 0.0
+    potential = episode.score if episode.score is not None else scoring.potential(_outcome(episode))
+    return episode.ledger.pay(potential)
+
+
+def _debrief(episode: _Episode, outcome: scoring.Outcome, breakdown: dict[str, float]) -> scoring.Debrief:
+    """An ended episode's outcome beside the incident's truth, for its postmortem."""
+    world, task = episode.world, episode.task
+    graded = episode.telemetry.lagged(episode.step)
+    return scoring.Debrief(
+        outcome=outcome,
+        breakdown=breakdown,
+        faults=tuple(
+            scoring.RootFault(f.service, f.type, (FAULTS[f.type].fix, *FAULTS[f.type].acceptable))
+            for f in world.incident.faults
+        ),
+        live=tuple(sorted({f.service for f in world.incident.faults if world.fault_runs(f.service, episode.step)})),
+        red_herrings=tuple(f"{d.kind} on {d.service}" for d in world.incident.distractions),
+        severity=world.severity(graded) if task.grades_severity else None,
+        severity_basis=_severity_basis(world, graded) if task.grades_severity else _NO_SEVERITY,
+        declared_severity=episode.declared_severity,
+    )
+
+
+def _severity_basis(world: World, graded: int) -> str:
+    """Why the severity graded is what it is: the worst user-facing impact up to the graded step, and the rubric."""
+    impacts = [world.graded_impact(step) for step in range(graded + 1)]
+    error_rate = max(impact[0] for impact in impacts)
+    worst_latency = max(impact[1] for impact in impacts)
+    at_risk = world.data_at_risk(graded)
+    return (
+        f"worst user-facing impact from the page to {format_time(clock(world, graded))} (what metrics showed "
+        f"when the answer was given; a remedy's own disruption (pods rolling) not counted): "
+        f"error rate {error_rate:.1%}, p99 {worst_latency:.0f} ms"
+        f"{'; a system of record refused or lost writes' if at_risk else ''}. Rubric: P0 at error rate "
+        f">= {P0_ERROR_RATE:.0%} or p99 >= {P0_LATENCY_MS:.0f} ms or writes of record lost; P1 at "
+        f">= {P1_ERROR_RATE:.0%} or >= {P1_LATENCY_MS:.0f} ms; otherwise P2."
+    )
 
 
 def _reachable(world: World, service: str, depth: int) -> set[str]:

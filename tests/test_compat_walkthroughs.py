@@ -38,6 +38,8 @@ def test_the_root_cause_walkthrough(http: httpx.Client, task_id: str, target: st
     assert reset.json()["observation"]["task_id"].startswith("rca_")
     assert step.json()["episode_id"] == reset.json()["episode_id"]
     assert step.json()["observation"]["last_action_error"] is None
+    # The logs reset showed, looked at on purpose: a look, not a repeat.
+    assert step.json()["observation"]["message"] == f"Inspected the logs of {target}."
     # /grade judges only once the episode is over: no scoring oracle mid-episode.
     assert grade.json()["done"] is False and grade.json()["score"] is None
 
@@ -56,4 +58,6 @@ def test_the_response_walkthrough(http: httpx.Client) -> None:
         assert step.status_code == 200 and step.json()["observation"]["last_action_error"] is None, step.text
     final = step.json()
     assert final["done"] is True and final["observation"]["breakdown"]["remediation"] > 0
+    # Its first look, at the logs reset showed, is no waste.
+    assert final["observation"]["breakdown"]["waste"] == 0.0
     assert final["observation"]["score"] > 0.5

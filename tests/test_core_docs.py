@@ -22,11 +22,12 @@ def signed(value: float) -> str:
 
 def test_reward_table_is_rendered_from_the_constants() -> None:
     assert tables.reward_table() in SCORING
-    assert ("remedy that removes a root cause's fault", scoring.REMEDY_HEALS) in scoring.REWARD_TABLE
+    potential = scoring.REWARD_TABLE[0][2]
+    assert f"plus {scoring.INFO_REWARD} for each root cause" in potential
+    assert f"at most {scoring.INFO_REWARD_CAP} in all" in potential and f"at most {scoring.POTENTIAL_MAX}" in potential
 
 
 def test_reward_bounds_and_cap_match_constants() -> None:
-    assert f"at most {scoring.INFO_REWARD_CAP} of them" in SCORING
     assert f"lies in\n[{scoring.REWARD_MIN:.1f}, {scoring.REWARD_MAX:.1f}]" in SCORING
 
 

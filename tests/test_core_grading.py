@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+import msgspec
 import pytest
 from msgspec import structs
 
@@ -34,26 +35,29 @@ def test_a_red_herring_failing_side_work_on_a_user_facing_service_does_not_block
 
 
 def _ledger(declared: set[str], evidence: set[str], severity_right: bool) -> scoring.Ledger:
-    ledger = scoring.Ledger(evidence=evidence, severity_right=severity_right)
-    ledger.declared = frozenset(declared)
+    ledger = scoring.Ledger()
+    ledger.looked(evidence)
+    ledger.declare(frozenset(declared), severity_right)
     return ledger
 
 
 def test_half_the_roots_earns_part_of_severity_evidence_and_efficiency() -> None:
     roots = frozenset({"db", "cache"})
 
-    def score(declared: set[str], evidence: set[str], severity_right: bool) -> float:
-        return scoring.final_score(
+    def graded(declared: set[str], evidence: set[str], severity_right: bool) -> tuple[float, dict[str, float]]:
+        outcome = scoring.Outcome(
             grading="generated", roots=roots, steps=5, max_steps=20, ledger=_ledger(declared, evidence, severity_right)
-        )[0]
+        )
+        return scoring.final_score(outcome)
+
+    def score(declared: set[str], evidence: set[str], severity_right: bool) -> float:
+        return graded(declared, evidence, severity_right)[0]
 
     full = score({"db", "cache"}, {"db", "cache"}, True)
     half_backed = score({"db"}, {"db"}, True)
     half_blind = score({"db"}, set(), True)
     wrong = score({"api"}, {"db", "cache"}, True)
-    _, parts = scoring.final_score(
-        grading="generated", roots=roots, steps=5, max_steps=20, ledger=_ledger({"db"}, {"db"}, True)
-    )
+    _, parts = graded({"db"}, {"db"}, True)
     # Severity, evidence and efficiency count for a partial answer, in proportion to it.
     assert parts["severity"] > 0 and parts["evidence"] > 0 and parts["efficiency"] > 0
     assert full > half_backed > half_blind > wrong
@@ -64,15 +68,19 @@ def test_half_the_roots_earns_part_of_severity_evidence_and_efficiency() -> None
 def test_a_rationale_is_credited_only_for_facts_seen_in_a_named_root() -> None:
     """Quoting the page or a bystander is open to anyone who read the first observation; only facts
     from a view that showed a root cause named right count."""
-    ledger = _ledger({"db"}, {"db"}, True)
-    ledger.observe("api: error_rate=5.2% p99=812ms upstream timeout", frozenset({"api"}))
-    ledger.observe("db: pool_size=20 waiting=57 wait_ms=4100", frozenset({"db"}))
+    views = [
+        ("api: error_rate=5.2% p99=812ms upstream timeout", "api"),
+        ("db: pool_size=20 waiting=57 wait_ms=4100", "db"),
+    ]
 
     def rationale(*cited: str) -> float:
-        ledger.rationales = list(cited)
-        return scoring.final_score(grading="response", roots=frozenset({"db"}), steps=3, max_steps=9, ledger=ledger)[1][
-            "rationale"
-        ]
+        ledger = _ledger({"db"}, {"db"}, True)
+        for text, service in views:
+            ledger.observe(text, frozenset({service}))
+        for text in cited:
+            ledger.cite(text)
+        outcome = scoring.Outcome(grading="response", roots=frozenset({"db"}), steps=3, max_steps=9, ledger=ledger)
+        return scoring.final_score(outcome)[1]["rationale"]
 
     full = scoring.WEIGHTS["response"]["rationale"]
     assert rationale("api shows error_rate=5.2% and p99=812ms") == 0.0
@@ -81,11 +89,11 @@ def test_a_rationale_is_credited_only_for_facts_seen_in_a_named_root() -> None:
     assert rationale("api error_rate=5.2%", "db pool_size=20 with waiting=57 and wait_ms=4100") == full
     assert 0 < rationale("db pool_size=20 with waiting=57 and wait_ms=4100 after 3 restarts=9") < full
     # Numbers count as engineers round them, times as clocks print them; not any number near one seen.
-    ledger.observe("db: 2812.2 req/s, p99 1740 ms since 13:54:01", frozenset({"db"}))
+    views.append(("db: 2812.2 req/s, p99 1740 ms since 13:54:01", "db"))
     assert rationale("db at 2800 req/s and p99 1740 ms since 13:54") == full
     assert rationale("db at 2900 req/s and p99 1800 ms since 13:55") == 0.0
     # Round numbers quote nothing, and a percentage only a percentage.
-    ledger.observe("db: 1.2 req/s, 5.3 ms, 99.2% cpu, 0.41% errors, 97 connections", frozenset({"db"}))
+    views.append(("db: 1.2 req/s, 5.3 ms, 99.2% cpu, 0.41% errors, 97 connections", "db"))
     assert rationale("db 1 2 5 10 100") == 0.0
     assert rationale("db cpu 99 and errors 0.41 and 97%") == 0.0
 
@@ -273,8 +281,7 @@ def test_a_remedy_that_buys_time_on_a_root_is_not_waste(remedy: str) -> None:
     env = ServiceIncidentEnvironment()
     root = next(f.service for f in resolve_incident(TASKS["gen_easy"], None, seed).faults)
     env.reset(task_id="gen_easy", seed=seed, reward_mode="dense")
-    eased = env.step(parse_action({"action": remedy, "target": root}))
-    assert eased.reward == scoring.REMEDY_EASES
+    env.step(parse_action({"action": remedy, "target": root}))
     final = env.step(_declare_all([root]))
     assert final.breakdown is not None and final.breakdown["waste"] == 0
     assert final.postmortem is not None and f"eased {root}" in final.postmortem.remedies[0]
@@ -283,7 +290,7 @@ def test_a_remedy_that_buys_time_on_a_root_is_not_waste(remedy: str) -> None:
     again = ServiceIncidentEnvironment()
     services = again.reset(task_id="gen_easy", seed=seed, reward_mode="dense").services
     bystander = next(s for s in services if s != root)
-    assert again.step(parse_action({"action": remedy, "target": bystander})).reward == scoring.REMEDY_WRONG
+    again.step(parse_action({"action": remedy, "target": bystander}))
     wasted = again.step(_declare_all([root]))
     assert wasted.breakdown is not None and wasted.breakdown["waste"] == -scoring.SCORE_WASTE
     assert wasted.postmortem is not None and "changed nothing for the incident" in wasted.postmortem.remedies[0]
@@ -351,3 +358,29 @@ def test_the_view_shown_at_reset_is_no_evidence_a_look_the_agent_takes_is() -> N
     backed = looked.step(parse_action({"action": "declare_rca", "targets": roots}))
     assert backed.breakdown is not None and backed.breakdown["evidence"] > 0
     assert backed.score is not None and at_once.score is not None and backed.score > at_once.score
+
+
+def test_the_postmortem_says_a_root_was_seen_whenever_its_evidence_was_credited() -> None:
+    """A rationale that cites no fact falls short, and that must not hide that a view showed the root."""
+    env = ServiceIncidentEnvironment()
+    env.reset(task_id="easy_incident_triage", seed=0)
+    assert env._episode is not None
+    root = sorted(env._episode.world.root_causes)[0]
+    for action in (
+        {"action": "check_health", "target": root, "rationale": "look"},
+        {"action": "declare", "target": root, "severity": "P1", "rationale": "it is broken"},
+        {"action": "resolve", "target": root, "rationale": "done"},
+    ):
+        last = env.step(parse_action(action))
+    assert last.done and last.postmortem is not None and "rationale" in last.postmortem.missed
+    (cause,) = last.postmortem.root_causes
+    assert cause.credited["evidence"] > 0 and cause.seen
+
+
+def test_no_part_of_the_breakdown_is_negative_zero() -> None:
+    """An episode without waste reports its waste as 0.0: JSON would print -0.0."""
+    env = ServiceIncidentEnvironment()
+    env.reset(task_id="easy", seed=3, incident_id="easy_001")
+    last = env.step(Declare(target="db", severity="P0"))
+    assert last.done and last.breakdown is not None and last.breakdown["waste"] == 0.0
+    assert b"-0.0" not in msgspec.json.encode(last)

@@ -32,54 +32,72 @@ def fresh(
     return env
 
 
-def test_dense_mode_pays_a_first_look_at_a_root_cause() -> None:
-    assert fresh().step(InspectLogs(target="db")).reward == scoring.INFO_REWARD
+def test_dense_mode_pays_a_first_look_at_a_root_cause_its_bonus() -> None:
+    """At reset the potential is 0; after a look at the root it is the floor score plus the bonus."""
+    obs = fresh().step(InspectLogs(target="db"))
+    assert obs.reward == pytest.approx(scoring.SCORE_FLOOR + scoring.INFO_REWARD)
 
 
 def test_a_look_elsewhere_pays_nothing_and_judges_nothing() -> None:
     env = fresh("medium", "med_005")
+    env.step(InspectLogs(target="payments"))
     obs = env.step(InspectMetrics(target="db"))
-    assert obs.reward == scoring.NO_INFO_REWARD
+    assert obs.reward == 0.0
     assert obs.message == "Inspected the metrics of db."
     assert not JUDGMENT.search(obs.message) and not JUDGMENT.search(obs.last_diagnostic or "")
+
+
+def test_the_first_look_at_the_view_reset_showed_is_a_look_and_the_next_is_redundant() -> None:
+    """The agent did not choose what reset showed: its own first look at it counts, as evidence too."""
+    env = ServiceIncidentEnvironment()
+    env.reset(task_id="hard", seed=7, reward_mode="final")  # the README's example: reset shows cache's logs
+    first = env.step(InspectLogs(target="cache"))
+    assert first.message == "Inspected the logs of cache." and first.last_diagnostic is not None
+    again = env.step(InspectLogs(target="cache"))
+    assert again.message == "The logs of cache show nothing new since you last looked."
+    last = env.step(Declare(target="cache", severity="P1"))
+    assert last.breakdown is not None
+    assert last.breakdown["evidence"] == scoring.WEIGHTS["triage"]["evidence"]
+    assert last.breakdown["waste"] == -scoring.SCORE_WASTE
 
 
 def test_redundant_inspection_and_unknown_target_cost() -> None:
     env = fresh("medium", "med_001")
     visible = next(i.initial_visible for i in load_suite("triage") if i.id == "med_001")
-    assert env.step(InspectLogs(target=visible)).reward == scoring.WASTE_PENALTY  # unchanged since reset
+    assert env.step(InspectLogs(target=visible)).message == f"Inspected the logs of {visible}."  # its own look
+    assert "nothing new" in env.step(InspectLogs(target=visible)).message  # unchanged since then
     obs = env.step(InspectMetrics(target="kafka"))
-    assert obs.reward == scoring.WASTE_PENALTY
     assert obs.last_action_error and "kafka" in obs.last_action_error and "payments" in obs.last_action_error
-    assert env.state.step_count == 2 and not obs.done
-    assert obs.action_history[-1] == ActionRecord(step=2, action="inspect_metrics", target="kafka", refused=True)
+    assert env.state.step_count == 3 and not obs.done
+    assert obs.action_history[-1] == ActionRecord(step=3, action="inspect_metrics", target="kafka", refused=True)
+    last = env.step(Declare(target="db", severity="P0"))
+    assert last.breakdown is not None and last.breakdown["waste"] == -2 * scoring.SCORE_WASTE
 
 
-@pytest.mark.parametrize(
-    ("target", "severity", "reward"),
-    [
-        ("db", "P0", scoring.DECLARE_EXACT),
-        ("db", "P2", scoring.DECLARE_ROOT_ONLY),
-        ("auth", "P0", scoring.DECLARE_WRONG),
-    ],
-)
-def test_declaration_rewards(target: str, severity: str, reward: float) -> None:
-    obs = fresh().step(Declare(target=target, severity=severity))
-    assert obs.done and obs.reward == reward
+@pytest.mark.parametrize("mode", ["final", "dense"])
+def test_a_declaration_at_once_pays_the_score_and_the_better_answer_more(mode: str) -> None:
+    paid = {}
+    for target, severity in (("db", "P0"), ("db", "P2"), ("auth", "P0")):
+        obs = fresh(mode=mode).step(Declare(target=target, severity=severity))
+        assert obs.done and obs.score is not None and obs.reward == obs.score
+        paid[target, severity] = obs.reward
+    assert paid["db", "P0"] > paid["db", "P2"] > paid["auth", "P0"] == scoring.SCORE_FLOOR
 
 
-def test_declaration_settles_the_shaping_paid() -> None:
+def test_the_last_step_takes_the_bonus_back() -> None:
     env = fresh()
     first = env.step(InspectLogs(target="db"))
     last = env.step(Declare(target="db", severity="P0"))
-    assert first.reward + last.reward == pytest.approx(scoring.DECLARE_EXACT)
+    assert last.score is not None and first.reward is not None
+    assert first.reward + last.reward == pytest.approx(last.score, abs=1e-9)
+    assert last.reward == pytest.approx(last.score - scoring.SCORE_FLOOR - scoring.INFO_REWARD)
 
 
 @pytest.mark.parametrize("task_id", ["hard", "gen_expert", "rca_15", "hard_incident_triage"])
-def test_final_mode_pays_the_whole_dense_return_on_the_last_step_only(task_id: str) -> None:
+def test_both_modes_pay_the_score_final_mode_on_the_last_step_only(task_id: str) -> None:
     from service_incident.harness.agents import ExpertAgent
 
-    returns = {}
+    returns, scores = {}, {}
     for mode in ("dense", "final"):
         env = ServiceIncidentEnvironment()
         obs = env.reset(task_id=task_id, seed=5, reward_mode=mode)
@@ -87,35 +105,35 @@ def test_final_mode_pays_the_whole_dense_return_on_the_last_step_only(task_id: s
         while not obs.done:
             obs = env.step(agent.act(obs))
             rewards.append(obs.reward)
-        returns[mode] = rewards
-    assert all(r == 0.0 for r in returns["final"][:-1])
-    assert returns["final"][-1] == pytest.approx(sum(returns["dense"]))
+        returns[mode], scores[mode] = rewards, obs.score
+    assert scores["dense"] == scores["final"]
+    assert all(r == 0.0 for r in returns["final"][:-1]) and returns["final"][-1] == scores["final"]
+    assert sum(returns["dense"]) == pytest.approx(scores["dense"], abs=1e-9)
+    assert obs.metadata["cumulative_reward"] == scores["final"]
 
 
-def test_budget_exhaustion_penalty() -> None:
+def test_a_spent_budget_pays_the_floor_score_in_all() -> None:
     env = fresh()
-    env.step(InspectMetrics(target="auth"))
-    env.step(InspectMetrics(target="payments"))
-    last = env.step(InspectMetrics(target="db"))  # a root: +0.1, then the budget is spent
-    assert last.done and last.score == scoring.SCORE_FLOOR
-    assert last.reward == pytest.approx(scoring.INFO_REWARD + scoring.BUDGET_EXHAUSTED - scoring.INFO_REWARD)
+    rewards = [env.step(InspectMetrics(target=s)).reward for s in ("auth", "payments", "db")]
+    assert env.state.done and env.grade()[0] == scoring.SCORE_FLOOR
+    # The look at the root was the last step: its bonus is taken back in the same reward.
+    assert rewards == [scoring.SCORE_FLOOR, 0.0, 0.0]
 
 
-def test_budget_exhaustion_applies_on_an_invalid_target_too() -> None:
+def test_a_spent_budget_on_invalid_targets_pays_the_floor_score_too() -> None:
     env = fresh()
-    env.step(InspectMetrics(target="nope"))
-    env.step(InspectMetrics(target="nope"))
-    last = env.step(InspectMetrics(target="nope"))
-    assert last.done and last.reward == pytest.approx(scoring.WASTE_PENALTY + scoring.BUDGET_EXHAUSTED)
+    rewards = [env.step(InspectMetrics(target="nope")).reward for _ in range(3)]
+    assert env.state.done and sum(rewards) == pytest.approx(scoring.SCORE_FLOOR)
 
 
 def test_reward_bounds_hold_on_extreme_episodes() -> None:
     env = fresh("hard", "hard_004")
     rewards = [env.step(InspectLogs(target=s)).reward for s in ("db", "notifications")]
     rewards += [env.step(InspectMetrics(target=s)).reward for s in ("db", "notifications", "payments")]
-    rewards.append(env.step(Declare(target="payments", severity="P2")).reward)
+    last = env.step(Declare(target="payments", severity="P2"))
+    rewards.append(last.reward)
     assert all(scoring.REWARD_MIN <= r <= scoring.REWARD_MAX for r in rewards)
-    assert rewards[-1] == pytest.approx(scoring.DECLARE_WRONG - scoring.INFO_REWARD)
+    assert sum(rewards) == pytest.approx(scoring.SCORE_FLOOR, abs=1e-9) and last.score == scoring.SCORE_FLOOR
 
 
 def test_postmortem_only_at_the_end_says_what_was_missed() -> None:

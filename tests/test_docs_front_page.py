@@ -47,11 +47,12 @@ def test_every_path_in_the_layout_table_exists() -> None:
     for path_cell, what in rows(README, "| path | what |"):
         for path in re.findall(r"`([^`]+)`", path_cell):
             assert (ROOT / path).exists(), path
-        if path_cell == "`service_incident/`":  # the core's modules, each named, and its packages
+        if path_cell == "`service_incident/`":  # the core's modules and packages, each named
             named = set(re.findall(r"`(\w+)`", what))
-            modules = {p.stem for p in (ROOT / "service_incident").glob("*.py")} - {"__init__"}
-            packages = {p.parent.name for p in (ROOT / "service_incident").glob("*/__init__.py")}
-            assert modules <= named <= modules | packages
+            core = ROOT / "service_incident"
+            modules = {p.stem for p in core.glob("*.py")} | {p.parent.name for p in core.glob("*/__init__.py")}
+            # The harness and the integrations run on the core: they have rows of their own.
+            assert named == modules - {"__init__", "harness", "integrations"}
 
 
 def format_default(value: object) -> str:

@@ -156,14 +156,20 @@ def test_wrong_remedies_cost_what_they_say() -> None:
 @pytest.mark.parametrize("remedy", ["restart", "rollback", "scale_up", "escalate"])
 def test_a_remedy_on_a_bystander_costs_reward_and_score(remedy: str) -> None:
     roots = {f.service for f in resolve_incident(TASKS["gen_easy"], None, 4).faults}
-    env = ServiceIncidentEnvironment()
-    obs = env.reset(task_id="gen_easy", seed=4, reward_mode="dense")
-    bystander = next(s for s in obs.services if s not in roots)
-    step = env.step(parse_action({"action": remedy, "target": bystander}))
-    assert step.reward == scoring.REMEDY_WRONG and step.last_action_error is None
     root = next(iter(roots))
-    final = env.step(parse_action({"action": "declare", "target": root, "severity": "P0", "additional_targets": []}))
-    assert final.breakdown is not None and final.breakdown["waste"] == -scoring.SCORE_WASTE
+    answer = {"action": "declare", "target": root, "severity": "P0", "additional_targets": []}
+    returns = []
+    for remedies in ([], [remedy]):
+        env = ServiceIncidentEnvironment()
+        obs = env.reset(task_id="gen_easy", seed=4, reward_mode="dense")
+        bystander = next(s for s in obs.services if s not in roots)
+        steps = [env.step(parse_action({"action": name, "target": bystander})) for name in remedies]
+        assert all(step.last_action_error is None for step in steps)
+        final = env.step(parse_action(answer))
+        assert final.breakdown is not None and final.breakdown["waste"] == -scoring.SCORE_WASTE * len(remedies)
+        returns.append(sum(step.reward or 0.0 for step in [*steps, final]))
+    # A step more and a wasted action: the return is the score, less both.
+    assert returns[0] - returns[1] >= scoring.SCORE_WASTE * (scoring.SCORE_CEIL - scoring.SCORE_FLOOR) - 1e-9
 
 
 def test_faults_worsen_on_schedule_and_telemetry_follows() -> None:

@@ -18,8 +18,9 @@ from service_incident.tasks import RCA_IDS, TASKS, resolve_incident
 from service_incident.world import World
 
 SUITES = [(t, i) for t, i in curated() if TASKS[t].suite in ("response", "rca")]
-# The least an exploit must fall short of the honest expert by.
-CLEAR_MARGIN = 0.05
+# The least an exploit must fall short of the honest expert by: one wasted action's worth of score
+# (where the reset's view is the root, repeating it is a first look and then repeats).
+CLEAR_MARGIN = scoring.SCORE_WASTE * (scoring.SCORE_CEIL - scoring.SCORE_FLOOR) - 1e-9
 
 
 @pytest.mark.parametrize(("task_id", "incident_id"), SUITES)
@@ -123,30 +124,38 @@ def test_a_disallowed_action_costs_a_step_and_says_why() -> None:
     env = ServiceIncidentEnvironment()
     env.reset(task_id="hard", seed=0, reward_mode="dense")
     refused = env.step(parse_action({"action": "restart", "target": "db"}))
-    assert refused.step_count == 1 and refused.reward == -0.05
+    assert refused.step_count == 1
     assert refused.last_action_error and "not available" in refused.last_action_error
+    answer = env.step(Declare(target=refused.services[0], severity="P1"))
+    assert answer.breakdown is not None and answer.breakdown["waste"] == -scoring.SCORE_WASTE
     rca = ServiceIncidentEnvironment()
     rca.reset(task_id="rca_01", seed=0)
     final = rca.step(DeclareRootCauses(targets=["auth-service"]))
     assert final.done and final.breakdown and final.breakdown["root_cause"] == 0.4
 
 
-def test_remedy_and_resolve_rows_of_the_reward_table() -> None:
+def test_dense_mode_pays_a_fix_its_remediation_charges_a_useless_remedy_and_adds_up_to_the_score() -> None:
+    span = scoring.SCORE_CEIL - scoring.SCORE_FLOOR
     env = ServiceIncidentEnvironment()
     env.reset(task_id="easy_incident_triage", seed=0, incident_id="easy_001", reward_mode="dense")
     healed = env.step(parse_action({"action": "rollback", "target": "payment-service", "rationale": "deploy"}))
-    assert healed.reward == scoring.REMEDY_HEALS
+    assert healed.reward == pytest.approx(scoring.SCORE_FLOOR + span * scoring.WEIGHTS["response"]["remediation"])
     wrong = env.step(parse_action({"action": "restart", "target": "postgres-db", "rationale": "db"}))
-    assert wrong.reward == scoring.REMEDY_WRONG
+    # Against a look that shows no root instead, the useless restart pays its share of the score less.
+    twin = ServiceIncidentEnvironment()
+    twin.reset(task_id="easy_incident_triage", seed=0, incident_id="easy_001", reward_mode="dense")
+    twin.step(parse_action({"action": "rollback", "target": "payment-service", "rationale": "deploy"}))
+    look = twin.step(parse_action({"action": "inspect_metrics", "target": "postgres-db", "rationale": "db"}))
+    assert (look.reward or 0.0) - (wrong.reward or 0.0) == pytest.approx(span * scoring.SCORE_WASTE)
     watch = env.step(InspectLogs(target="api-gateway", rationale="watch"))
     restored = env.step(Resolve(target="payment-service", rationale="recovered"))
-    # The last step settles the information reward paid on the way (here, at most the watch's).
-    assert restored.reward == pytest.approx(scoring.RESOLVE_RESTORED - (watch.reward or 0.0))
+    paid = [step.reward or 0.0 for step in (healed, wrong, watch, restored)]
+    assert restored.done and restored.score is not None and sum(paid) == pytest.approx(restored.score, abs=1e-9)
 
     early = ServiceIncidentEnvironment()
     early.reset(task_id="easy_incident_triage", seed=0, incident_id="easy_001", reward_mode="dense")
     premature = early.step(Resolve(target="payment-service", rationale="hope"))
-    assert premature.reward == scoring.RESOLVE_PREMATURE
+    assert premature.done and premature.reward == premature.score and premature.score < restored.score
 
 
 def test_the_response_walkthrough_with_its_own_vocabulary_is_watched_to_recovery() -> None:

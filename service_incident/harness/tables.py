@@ -88,8 +88,8 @@ def preset_table() -> str:
 
 
 def reward_table() -> str:
-    rows = ["| event | reward |", "|---|---|"]
-    rows += [f"| {event} | {'0.00' if value == 0 else f'{value:+.2f}'} |" for event, value in scoring.REWARD_TABLE]
+    rows = ["| step | final | dense |", "|---|---|---|"]
+    rows += [f"| {step} | {final} | {dense} |" for step, final, dense in scoring.REWARD_TABLE]
     return "\n".join(rows)
 
 
