@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import outsider
@@ -40,7 +40,7 @@ from service_incident.harness.agents import STALE_ALERT_S, ExpertAgent
 from service_incident.holdout import TIERS as HELD_OUT_TIERS
 from service_incident.holdout import HoldoutKey
 from service_incident.incidents import Incident
-from service_incident.models import Action, Declare, InspectMetrics, InspectTraces, Observation
+from service_incident.models import Action, Declare, InspectMetrics, InspectTraces, MetricPoint, Observation
 from service_incident.tasks import GENERATED_BUDGETS
 from service_incident.telemetry import Telemetry, parse_time
 from service_incident.world import World, rubric
@@ -216,19 +216,22 @@ def harm_section(count: int) -> dict[str, dict[str, float]]:
     print(f"\n## Herring harm ({count} training incidents per tier, every fault removed, herrings kept)\n")
     print(
         "| tier | graded user impact | critical page | warning not chronic | any of them "
-        "| warnings not chronic, by signal (incidents) |"
+        "| any, with no herring either | warnings not chronic, by signal (incidents) |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     results: dict[str, dict[str, float]] = {}
     alone_rows = []
     for tier in PRESETS:
         steps = GENERATED_BUDGETS[tier]
         found: list[Harm] = []
+        calm = 0
         alone: dict[str, list[Harm]] = defaultdict(list)
         own: dict[str, list[str]] = defaultdict(list)
         for seed in range(count):
             incident = dataset.training_incident(tier, seed)
             found.append(harm(without_faults(incident), seed, steps))
+            # The world's own baseline: what neither a fault nor a herring causes.
+            calm += harm(without_faults(incident, []), seed, steps).any
             for index, herring in enumerate(incident.distractions):
                 alone[herring.kind].append(harm(without_faults(incident, [index]), seed, steps))
                 own[herring.kind].append(herring.service)
@@ -237,6 +240,7 @@ def harm_section(count: int) -> dict[str, dict[str, float]]:
             "critical page": sum(bool(h.critical_on) for h in found) / count,
             "warning not chronic": sum(bool(h.acute_on) for h in found) / count,
             "any": sum(h.any for h in found) / count,
+            "any, no herring": calm / count,
         }
         signals = Counter(signal for h in found for signal in {signal for _, signal in h.acute_on})
         results[tier] = dict(shares)
@@ -340,9 +344,17 @@ def ratios_section(count: int, templates_shown: int = 12) -> dict[str, Tally]:
 
 # The early history, before any fault or herring began, that an excursion is measured against.
 BASELINE_POINTS = 4
-# Floors under the baseline's spread: a flat line's excursion is measured in these units.
-ERROR_FLOOR = 0.002
-P99_FLOOR_SHARE = 0.02
+# The series a root's own signal shows in, and the floor under each baseline's spread (a flat line's
+# excursion is measured in these units; the p99's is a share of its baseline).
+SERIES: dict[str, tuple[Callable[[MetricPoint], float], float]] = {
+    "error rate": (lambda p: p.error_rate, 0.002),
+    "p99": (lambda p: p.p99_ms, 0.02),
+    "cpu": (lambda p: p.cpu_pct, 0.5),
+    "memory": (lambda p: p.memory_pct, 0.5),
+}
+RELATIVE_FLOOR = frozenset({"p99"})
+# A margin of this many standard deviations is one an engineer would not put down to noise.
+CLEAR_MARGIN = 3.0
 
 
 def excursion(values: Sequence[float], floor: float) -> float:
@@ -352,28 +364,26 @@ def excursion(values: Sequence[float], floor: float) -> float:
     return (max(rest) - statistics.mean(base)) / spread
 
 
-def excursions(telemetry: Telemetry, service: str, step: int) -> tuple[float, float]:
-    """A service's error-rate and p99 excursions over its metrics' history."""
+def excursions(telemetry: Telemetry, service: str, step: int) -> dict[str, float]:
+    """A service's excursion in each series of its metrics' history."""
     history = telemetry.metrics(service, step).history
-    errors = [p.error_rate for p in history]
-    p99s = [p.p99_ms for p in history]
-    return excursion(errors, ERROR_FLOOR), excursion(p99s, P99_FLOOR_SHARE * statistics.mean(p99s[:BASELINE_POINTS]))
+    found = {}
+    for name, (value, floor) in SERIES.items():
+        values = [value(p) for p in history]
+        scale = statistics.mean(values[:BASELINE_POINTS]) if name in RELATIVE_FLOOR else 1.0
+        found[name] = excursion(values, floor * scale)
+    return found
 
 
-def margins(incident: Incident, seed: int, step: int = 1) -> list[tuple[float, float]]:
-    """Per root: its own error-rate and p99 excursions less the largest of the other services' in the
-    same incident without faults (their everyday excursions, red herrings included)."""
+def margins(incident: Incident, seed: int, step: int = 1) -> list[dict[str, float]]:
+    """Per root, per series: its own excursion less the largest of the other services' in the same
+    incident without faults (their everyday excursions, red herrings included)."""
     sick = Telemetry(World(incident, shared=False), seed)
     calm = Telemetry(World(without_faults(incident), shared=False), seed)
     roots = {f.service for f in incident.faults}
     others = [excursions(calm, s.name, step) for s in incident.services if s.name not in roots]
-    worst_error = max((e for e, _ in others), default=0.0)
-    worst_p99 = max((p for _, p in others), default=0.0)
-    found = []
-    for root in sorted(roots):
-        error, p99 = excursions(sick, root, step)
-        found.append((error - worst_error, p99 - worst_p99))
-    return found
+    worst = {name: max((o[name] for o in others), default=0.0) for name in SERIES}
+    return [{name: own - worst[name] for name, own in excursions(sick, root, step).items()} for root in sorted(roots)]
 
 
 def _quantiles(values: Sequence[float]) -> list[float]:
@@ -383,20 +393,24 @@ def _quantiles(values: Sequence[float]) -> list[float]:
 
 def weak_section(count: int) -> dict[str, list[float]]:
     print(f"\n## Weak roots ({count} training incidents per tier; excursions in baseline standard deviations)\n")
+    print(
+        "margin: the root's best series (error rate, p99, CPU, memory) less the other services' largest "
+        "everyday excursion in that series\n"
+    )
     heads = " | ".join(f"q{int(q * 100)}" for q in QUANTILES)
-    print(f"| tier | roots | margin {heads} | at or below 0 | error-rate margin q50 | p99 margin q50 |")
-    print("|---|---|" + "---|" * len(QUANTILES) + "---|---|---|")
+    medians = " | ".join(f"{name} margin q50" for name in SERIES)
+    print(f"| tier | roots | margin {heads} | at or below 0 | below {CLEAR_MARGIN:.0f} | {medians} |")
+    print("|---|---|" + "---|" * (len(QUANTILES) + 2 + len(SERIES)))
     results = {}
     for tier in PRESETS:
-        pairs = [m for seed in range(count) for m in margins(dataset.training_incident(tier, seed), seed)]
-        best = [max(pair) for pair in pairs]
+        found = [m for seed in range(count) for m in margins(dataset.training_incident(tier, seed), seed)]
+        best = [max(m.values()) for m in found]
         results[tier] = best
         shown = " | ".join(f"{v:.1f}" for v in _quantiles(best))
         below = sum(v <= 0 for v in best) / len(best)
-        print(
-            f"| gen_{tier} | {len(best)} | {shown} | {below:.1%} | {statistics.median(e for e, _ in pairs):.1f} "
-            f"| {statistics.median(p for _, p in pairs):.1f} |"
-        )
+        unclear = sum(v < CLEAR_MARGIN for v in best) / len(best)
+        each = " | ".join(f"{statistics.median(m[name] for m in found):.1f}" for name in SERIES)
+        print(f"| gen_{tier} | {len(best)} | {shown} | {below:.1%} | {unclear:.1%} | {each} |")
     return results
 
 
