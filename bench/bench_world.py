@@ -100,7 +100,7 @@ def declared(obs: Observation) -> frozenset[str]:
     return frozenset()
 
 
-def _rate(hits: Sequence[bool]) -> str:
+def _rate(hits: Sequence[float]) -> str:
     return f"{sum(hits) / len(hits):.0%}" if hits else "-"
 
 
@@ -439,7 +439,7 @@ def oracle(case: Case) -> Observation:
     looks += [[InspectTraces(target=s)] for s in facing]
 
     def answered(plan: list[Action], severity: str) -> Observation:
-        declare = Declare(target=roots[0], additional_targets=roots[1:], severity=severity)  # type: ignore[arg-type]
+        declare = Declare(target=roots[0], additional_targets=roots[1:], severity=severity)
         return _run(case, [*plan, *remedies, declare])
 
     best: Observation | None = None
@@ -474,7 +474,15 @@ def oracle_section(evaluation: int = dataset.EVAL_INCIDENTS) -> dict[str, tuple[
     return results
 
 
-SECTIONS = ("outsider", "pager", "harm", "ratios", "weak", "oracle")
+# Each section, run from the command line's settings, in the order they print.
+SECTIONS: dict[str, Callable[[argparse.Namespace], object]] = {
+    "outsider": lambda a: outsider_section(a.train, a.holdout, a.evaluation),
+    "pager": lambda a: pager_section(a.train, a.holdout, a.evaluation),
+    "harm": lambda a: harm_section(a.incidents),
+    "ratios": lambda a: ratios_section(a.incidents),
+    "weak": lambda a: weak_section(a.incidents),
+    "oracle": lambda a: oracle_section(a.evaluation),
+}
 
 
 def main() -> None:
@@ -485,21 +493,11 @@ def main() -> None:
     parser.add_argument(
         "--evaluation", type=int, default=dataset.EVAL_INCIDENTS, help="evaluation incidents per generated tier"
     )
-    parser.add_argument("--only", nargs="*", choices=SECTIONS, default=list(SECTIONS))
+    parser.add_argument("--only", nargs="*", choices=list(SECTIONS), default=list(SECTIONS))
     args = parser.parse_args()
-    chosen = Counter(args.only)
-    if chosen["outsider"]:
-        outsider_section(args.train, args.holdout, args.evaluation)
-    if chosen["pager"]:
-        pager_section(args.train, args.holdout, args.evaluation)
-    if chosen["harm"]:
-        harm_section(args.incidents)
-    if chosen["ratios"]:
-        ratios_section(args.incidents)
-    if chosen["weak"]:
-        weak_section(args.incidents)
-    if chosen["oracle"]:
-        oracle_section(args.evaluation)
+    for name, run in SECTIONS.items():
+        if name in args.only:
+            run(args)
 
 
 if __name__ == "__main__":

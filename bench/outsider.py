@@ -79,7 +79,7 @@ LOOKS = (InspectLogs, InspectMetrics, InspectDeploys)
 
 def remedy(name: str, target: str) -> Action:
     """A remedy action by its name."""
-    return ACTIONS_BY_NAME[name](target=target)  # type: ignore[call-arg]
+    return ACTIONS_BY_NAME[name](target=target)
 
 
 def suspects(obs: Observation) -> list[str]:
@@ -419,5 +419,5 @@ def play(
         if not obs.done and fixes[service] in obs.available_actions and obs.max_steps - obs.step_count > 1:
             obs = env.step(remedy(fixes[service], service))
     if not obs.done:
-        obs = env.step(Declare(target=ordered[0], additional_targets=ordered[1:], severity=severity))  # type: ignore[arg-type]
+        obs = env.step(Declare(target=ordered[0], additional_targets=ordered[1:], severity=severity))
     return obs, roots
