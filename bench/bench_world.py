@@ -14,7 +14,7 @@ whether the reference agents are a ceiling.
   user-facing service), raise a critical page, or a warning that is not chronic; and per herring
   kind, alone in the world, the share that pages critically on its own service.
 - ratios: for every fact the outsider's script relies on, its rate on root services over its rate on
-  the others (each service surveyed with the outsider's views), flagged above 3.
+  the others (each service surveyed with the outsider's views), flagged above 3 or below 1/3.
 - weak: per root, how far its own error-rate and p99 excursion (z-score over the early history) clears
   the largest everyday excursion of the other services, measured in the same incident without faults.
 - oracle: an agent that reads the incident's answers and takes the fewest steps to the best score,
@@ -300,7 +300,9 @@ class Tally:
         return (on_roots / self.roots) / (on_others / self.others)
 
     def flagged(self, name: str) -> bool:
-        return sum(self.shown.get(name, (0, 0))) >= MIN_SUPPORT and self.ratio(name) > RATIO_FLAG
+        """Whether the fact tells roots from the others, either way (a fact of the others tells as well)."""
+        ratio = self.ratio(name)
+        return sum(self.shown.get(name, (0, 0))) >= MIN_SUPPORT and (ratio > RATIO_FLAG or ratio < 1 / RATIO_FLAG)
 
 
 def tally(tier: str, count: int) -> Tally:
@@ -324,7 +326,10 @@ def ratios_section(count: int, templates_shown: int = 12) -> dict[str, Tally]:
     for tier in PRESETS:
         found = results[tier] = tally(tier, count)
         print(f"\n### gen_{tier}: {found.roots} root services, {found.others} others\n")
-        print(f"| fact | roots | others | ratio | above {RATIO_FLAG:.0f} |\n|---|---|---|---|---|")
+        print(
+            f"| fact | roots | others | ratio | above {RATIO_FLAG:.0f} or below 1/{RATIO_FLAG:.0f} |\n"
+            "|---|---|---|---|---|"
+        )
         templates = [n for n in found.shown if n.startswith("log: ") and sum(found.shown[n]) >= MIN_SUPPORT]
         templates.sort(key=lambda n: (-found.ratio(n), -sum(found.shown[n]), n))
         for name in [*outsider.FLAG_NAMES, *templates[:templates_shown]]:
@@ -334,7 +339,7 @@ def ratios_section(count: int, templates_shown: int = 12) -> dict[str, Tally]:
         flagged = sum(found.flagged(n) for n in templates)
         everywhere = sum(n >= count / 2 for n in found.incidents.values())
         print(
-            f"\nlog templates shown on {MIN_SUPPORT} services or more: {len(templates)}; above {RATIO_FLAG:.0f}: "
+            f"\nlog templates shown on {MIN_SUPPORT} services or more: {len(templates)}; flagged: "
             f"{flagged}; seen in half the incidents or more: {everywhere}"
         )
     return results

@@ -158,6 +158,7 @@ def alert_facts(obs: Observation, service: str, page: str) -> Seen:
         onset = min((_minutes_before(obs, page, a.since) for a in mine), default=-60.0)
         seen.values[f"alert {signal} onset before page (min)"] = max(-60.0, min(onset, 600.0))
     seen.flags["off-minute since"] = any(not a.since.endswith(":00Z") for a in alerts)
+    seen.flags["paged, every since on the minute"] = bool(alerts) and all(a.since.endswith(":00Z") for a in alerts)
     seen.flags["alert older than an hour"] = any(
         _minutes_before(obs, page, a.since) * 60 >= STALE_ALERT_S for a in alerts
     )
@@ -211,12 +212,15 @@ def facts(obs: Observation, service: str, page: str) -> Seen:
 
 FLAG_NAMES = (
     "off-minute since",
+    "paged, every since on the minute",
     "alert older than an hour",
     "failing span with no failing child",
     f"memory rise >= {MEMORY_RISE_POINTS:.0f} points",
     "non-routine release wording",
     "release in the last 3 h",
 )
+# The first flags are read from the pages alone.
+ALERT_FLAGS = 3
 VALUE_NAMES = tuple(
     [
         *(f"alert {s}{part}" for s in _SIGNALS for part in ("", " critical", " peak", " onset before page (min)")),
@@ -258,7 +262,7 @@ def pager_row(obs: Observation, service: str, tier: str) -> list[float]:
     seen = alert_facts(obs, service, obs.clock)
     return [
         *features(obs, service),
-        *(float(seen.flags.get(name, False)) for name in FLAG_NAMES[:2]),
+        *(float(seen.flags.get(name, False)) for name in FLAG_NAMES[:ALERT_FLAGS]),
         *(seen.values[name] for name in VALUE_NAMES[: 4 * len(_SIGNALS)]),
         *(float(tier == d) for d in PRESETS),
     ]

@@ -80,7 +80,7 @@ def test_log_templates_mask_ids_and_numbers_but_keep_status_codes() -> None:
 def test_feature_ratios_count_root_and_other_services(capsys: pytest.CaptureFixture[str]) -> None:
     results = bench_world.ratios_section(2)
     out = capsys.readouterr().out
-    assert "| fact | roots | others | ratio | above 3 |" in out
+    assert "| fact | roots | others | ratio | above 3 or below 1/3 |" in out
     for tier, tally in results.items():
         services = sum(len(dataset.training_incident(tier, seed).services) for seed in range(2))
         assert tally.roots + tally.others == services
