@@ -320,7 +320,7 @@ def tally(tier: str, count: int) -> Tally:
     return found
 
 
-def ratios_section(count: int, templates_shown: int = 12) -> dict[str, Tally]:
+def ratios_section(count: int, templates_shown: int = 10) -> dict[str, Tally]:
     print(f"\n## Feature ratios ({count} training incidents per tier; root rate over non-root rate)")
     results = {}
     for tier in PRESETS:
@@ -332,7 +332,9 @@ def ratios_section(count: int, templates_shown: int = 12) -> dict[str, Tally]:
         )
         templates = [n for n in found.shown if n.startswith("log: ") and sum(found.shown[n]) >= MIN_SUPPORT]
         templates.sort(key=lambda n: (-found.ratio(n), -sum(found.shown[n]), n))
-        for name in [*outsider.FLAG_NAMES, *templates[:templates_shown]]:
+        # The lines most peculiar to roots, then those most peculiar to the other services.
+        others_most = [n for n in reversed(templates) if found.ratio(n) < 1 / RATIO_FLAG][: templates_shown // 2]
+        for name in [*outsider.FLAG_NAMES, *templates[:templates_shown], *others_most]:
             on_roots, on_others = found.shown.get(name, (0, 0))
             mark = "yes" if found.flagged(name) else ""
             print(f"| {name} | {on_roots} | {on_others} | {found.ratio(name):.1f} | {mark} |")

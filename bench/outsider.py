@@ -125,7 +125,8 @@ def template(line: str, services: Iterable[str]) -> str:
     parts = line.split(maxsplit=3)
     text = parts[3] if len(parts) > 3 else line
     for name in sorted(services, key=len, reverse=True):
-        text = text.replace(name, "<svc>")
+        # Whole names only: "web" is a service, "webhook" is not.
+        text = re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w-])", "<svc>", text)
     # Status codes stay: a 500 and a 200 are different lines.
     masked = _HEX.sub(lambda m: m.group() if text.endswith("status=", 0, m.start()) else "#", text)
     return _DIGITS.sub(lambda m: m.group() if masked.endswith("status=", 0, m.start()) else "#", masked)
