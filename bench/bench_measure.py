@@ -27,7 +27,7 @@ from collections.abc import Callable
 from service_incident import dataset
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.generator import PRESETS
-from service_incident.harness.agents import REFERENCE_AGENTS
+from service_incident.harness.agents import REFERENCE_AGENTS, Agent
 from service_incident.harness.audit import audit
 from service_incident.harness.identifiability import survey
 from service_incident.models import Observation
@@ -282,10 +282,14 @@ def ladder() -> None:
 def _play(name: str, task_id: str, incident_id: str, seed: int = 0) -> float:
     env = ServiceIncidentEnvironment()
     obs = env.reset(task_id=task_id, seed=seed, incident_id=incident_id)
-    agent = REFERENCE_AGENTS[name](seed)
+    return play(REFERENCE_AGENTS[name](seed), env, obs).score or 0.0
+
+
+def play(agent: Agent, env: ServiceIncidentEnvironment, obs: Observation) -> Observation:
+    """An episode from `obs` to its end; its last observation."""
     while not obs.done:
         obs = env.step(agent.act(obs))
-    return obs.score or 0.0
+    return obs
 
 
 def _interval(scores: list[float]) -> str:
