@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
+from . import apidocs
 from .errors import EXCEPTION_HANDLERS, JSON
 from .guard import OriginPolicy, RequestGuard
 from .http_api import HttpApi
@@ -90,6 +91,7 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
         Route("/openapi.json", openapi_json, methods=["GET"]),
         Route("/mcp", mcp),
         *api.routes(),
+        *apidocs.routes(),
         *WebUI().routes(),
     ]
     if settings.results_dir is not None:
