@@ -15,23 +15,34 @@ ifeq ($(WANTED_ID),)
 $(error $(PYTHON) does not run: set PYTHON to a Python 3.11 or newer)
 endif
 ifneq ($(shell $(PY) -c '$(PYTHON_ID)' 2>/dev/null),$(WANTED_ID))
-$(VENV)/.installed: rebuild
+$(VENV)/.runtime $(VENV)/.installed: rebuild
 endif
 ifneq ($(shell $(OPENENV_VENV)/bin/python -c '$(PYTHON_ID)' 2>/dev/null),$(WANTED_ID))
 $(OPENENV_VENV)/.installed: rebuild
 endif
 
-$(VENV)/.installed: EXTRAS := test
-$(OPENENV_VENV)/.installed: EXTRAS := interop
+# Two levels in .venv: `.runtime` is the package alone, what `make run` needs; `.installed` adds the
+# `test` extra on top, for the tests and the tools.
+$(VENV)/.runtime: REQUIREMENT := .
+$(VENV)/.installed: REQUIREMENT := .[test]
+$(VENV)/.installed: $(VENV)/.runtime
+$(OPENENV_VENV)/.installed: REQUIREMENT := .[interop]
 
 # Setting up says nothing on stdout: `make run`'s stdout carries only inference.py's contract lines.
-%/.installed: pyproject.toml
-	@echo "setting up $*" >&2
-	@if [ "$$($*/bin/python -c '$(PYTHON_ID)' 2>/dev/null)" != "$(WANTED_ID)" ]; then \
-		rm -rf $* && $(PYTHON) -m venv $*; fi
-	@$*/bin/python -m pip install -q --upgrade pip >&2
-	@$*/bin/python -m pip install -q -e '.[$(EXTRAS)]' >&2
+# setuptools' note on every editable install of a package folder at the top of a repository
+# ("Editable installation ... folders in your working directory") is not about this project: hidden.
+define set_up
+	@echo "setting up $(1)" >&2
+	@if [ "$$($(1)/bin/python -c '$(PYTHON_ID)' 2>/dev/null)" != "$(WANTED_ID)" ]; then \
+		rm -rf $(1) && $(PYTHON) -m venv $(1); fi
+	@$(1)/bin/python -m pip install -q --upgrade pip >&2
+	@PYTHONWARNINGS='ignore:Editable installation' $(1)/bin/python -m pip install -q -e '$(REQUIREMENT)' >&2
 	@touch $@
+endef
+%/.runtime: pyproject.toml
+	$(call set_up,$*)
+%/.installed: pyproject.toml
+	$(call set_up,$*)
 
 # The browser tests (tests/test_web_page.py) drive Debian's Chromium through its chromedriver, which
 # always match, being built from one source. Installed with apt-get when missing (CI runs as root);
@@ -50,7 +61,7 @@ browser:
 	else echo "warning: Chromium is missing and installing it needs root and apt-get: the browser tests will be skipped"; fi
 
 # Silent recipe: inference.py's stdout is a contract of [START]/[STEP]/[END] lines only.
-run: $(VENV)/.installed
+run: $(VENV)/.runtime
 	@$(PY) inference.py
 
 lint: $(VENV)/.installed

@@ -49,7 +49,7 @@ WARM_UP = 50  # untimed steps before each timed sequence
 # hits all of them alike rather than whichever ran at the wrong moment.
 ROUNDS = 5
 
-# The stock load generator: the stock async EnvClient, as openenv-wire.md section 11 writes it.
+# The stock load generator: a typed subclass of the stock async EnvClient, as OpenEnv's templates write one.
 STOCK_LOAD = """
 import asyncio, json, sys, time
 from openenv.core import EnvClient

@@ -6,6 +6,8 @@ async with ServiceIncidentEnv("http://127.0.0.1:8000") as env:
 
 with ServiceIncidentEnv.launch().sync() as env:      # own server process on a free port
     env.reset()
+
+env = await ServiceIncidentEnv.from_docker_image("service-incident-env:latest")  # OpenEnv's provider route
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from service_incident.models import Action, Observation, ResetRequest, RewardMode, State, parse_action
 
+from . import containers
 from .base import (
     CapacityReached,
     ConnectionFailed,
@@ -27,6 +30,7 @@ from .base import (
     StepResult,
     SyncEnvClient,
 )
+from .containers import Container, ContainerProvider
 from .local import LocalServer
 
 __all__ = [
@@ -49,7 +53,7 @@ __all__ = [
 class ServiceIncidentEnv(EnvClient[Action, Observation, State]):
     """Actions are `service_incident.models` Structs; observations and state decode into theirs."""
 
-    _server: LocalServer | None = None
+    _server: LocalServer | Container | None = None  # what this client started, stopped when it closes
 
     def __init__(self, base_url: str, *, provider: object = None, **options: Any) -> None:
         # OpenEnv's AutoEnv passes the container provider it started, None for a running server.
@@ -65,6 +69,27 @@ class ServiceIncidentEnv(EnvClient[Action, Observation, State]):
         server = LocalServer(settings)
         client = cls(server.start(), **options)
         client._server = server
+        return client
+
+    @classmethod
+    async def from_docker_image(
+        cls,
+        image: str,
+        provider: ContainerProvider | None = None,
+        *,
+        wait_timeout: float = 30.0,
+        env_vars: Mapping[str, str] | None = None,
+        **start_options: Any,
+    ) -> ServiceIncidentEnv:
+        """Start `image` through an OpenEnv container provider (`LocalDockerProvider` unless one is
+        given), wait up to `wait_timeout` s for its `/health`, and return a client bound to it.
+
+        This is what `AutoEnv.from_env("service_incident")` calls without a `base_url`. Closing the
+        client stops the container. `start_options` go to the provider's `start_container` (`port=`).
+        """
+        base_url, container = await containers.start(image, provider, wait_timeout, env_vars, start_options)
+        client = cls(base_url)
+        client._server = container
         return client
 
     async def reset(

@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
+from . import apidocs
 from .errors import EXCEPTION_HANDLERS, JSON
 from .guard import HostPolicy, OriginPolicy, RequestGuard, from_this_machine
 from .http_api import HttpApi
@@ -85,12 +86,14 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
         return Response(openapi, media_type=JSON)
 
     origins = OriginPolicy(settings.origins)
+    policy = page_policy(settings.frame_ancestors, settings.origins)
     routes: list[BaseRoute] = [
         WebSocketRoute("/ws", SessionEndpoint(registry, origins).serve),
         Route("/openapi.json", openapi_json, methods=["GET"]),
         Route("/mcp", mcp),
         *api.routes(),
-        *WebUI(policy=page_policy(settings.frame_ancestors, settings.origins)).routes(),
+        *apidocs.routes(policy),
+        *WebUI(policy=policy).routes(),
     ]
     if settings.results_dir is not None:
         routes.append(Mount("/results", ResultFiles(directory=settings.results_dir)))

@@ -299,6 +299,13 @@ class McpEndpoint:
             await _reply(send, 200, parse_error(error.message))
             return
         version = headers.get(VERSION_HEADER, b"").decode("latin-1")
+        if manager is None and version:
+            # Only MCP clients name a protocol revision. No revision is served without the SDK, and
+            # saying so (an empty `supported`) stops a client at this one error, naming the extra,
+            # rather than at a handshake after it that could only fail the same way.
+            error = RpcError(UNSUPPORTED_PROTOCOL_VERSION, _NEEDS_SDK, {"supported": [], "requested": version})
+            await _reply(send, 400, RpcResponse("2.0", _request_id(request), error=error))
+            return
         if manager is not None and version and version not in self.handshake_versions:
             await _reply(send, 400, self._unsupported(request, version))
             return
@@ -346,11 +353,8 @@ class McpEndpoint:
         )
 
 
-_WITHOUT_SDK = RpcResponse(
-    "2.0",
-    None,
-    error=RpcError(METHOD_NOT_FOUND, "MCP sessions need the official SDK: pip install 'openenv-service-incident[mcp]'"),
-)
+_NEEDS_SDK = "MCP sessions need the official SDK: pip install 'openenv-service-incident[mcp]'"
+_WITHOUT_SDK = RpcResponse("2.0", None, error=RpcError(METHOD_NOT_FOUND, _NEEDS_SDK))
 
 
 def _request_id(request: Any) -> RequestId:

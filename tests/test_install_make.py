@@ -88,7 +88,7 @@ def test_make_run_rebuilds_a_venv_of_another_python(made_run: tuple[Path, str]) 
         ).stdout.strip()
         == "True"
     )
-    assert up_to_date(checkout, ".venv/.installed")
+    assert up_to_date(checkout, ".venv/.runtime")
 
 
 @pytest.mark.slow

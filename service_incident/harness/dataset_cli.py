@@ -2,6 +2,7 @@
 
     service-incident-dataset build       # regenerate service_incident/incidents/generated_eval.jsonl
     service-incident-dataset validate    # check the file against the generator; print the solvability table
+                                         # (thousands of episodes: most of a minute; progress on stderr)
     service-incident-dataset export DIR  # copy the evaluation set as JSON Lines for a dataset loader
 
 `python data.py ...` in a checkout is the same command.
@@ -29,13 +30,19 @@ def build() -> int:
 
 
 def validate(seeds: int) -> int:
+    # Progress goes to stderr, so stdout stays the report alone.
+    note(f"building the evaluation set afresh to compare with {EVAL_PATH.name}")
     fresh = dataset.encode(dataset.build())
     if EVAL_PATH.read_bytes() != fresh:
         print(f"{EVAL_PATH} differs from what the generator builds: run `python data.py build`", file=sys.stderr)
         return 1
-    print(f"{EVAL_PATH.name}: {len(dataset.decode(fresh))} incidents, identical to a fresh build")
-    print(solvability_table(seeds))
+    print(f"{EVAL_PATH.name}: {len(dataset.decode(fresh))} incidents, identical to a fresh build", flush=True)
+    print(solvability_table(seeds, note))
     return 0
+
+
+def note(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
 def export(folder: Path) -> int:

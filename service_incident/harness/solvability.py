@@ -6,6 +6,7 @@ observation or endpoint ever sees.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from ..environment import ServiceIncidentEnvironment
@@ -45,15 +46,30 @@ def accuracy(make_agent: Callable[[], Agent], task_id: str, seeds: int) -> tuple
     )
 
 
-def solvability_table(seeds: int) -> str:
-    """A Markdown table: per difficulty, the expert's root and severity accuracy and the loudest signal's."""
+def solvability_table(seeds: int, progress: Callable[[str], None] = lambda note: None) -> str:
+    """A Markdown table: per difficulty, the expert's root and severity accuracy and the loudest signal's.
+
+    Playing thousands of episodes takes a while: `progress` hears after each policy and difficulty
+    how far it got and about how long the rest will take.
+    """
     rows = [
         "| difficulty | seeds | expert root | expert severity | expert score | loudest-signal root |",
         "|---|---|---|---|---|---|",
     ]
-    for difficulty in PRESETS:
+    runs = len(PRESETS) * 2
+    progress(f"playing {runs * seeds} episodes: {seeds} seeds of {len(PRESETS)} difficulties, 2 policies")
+    started = time.monotonic()
+
+    def played(done: int, what: str) -> None:
+        elapsed = time.monotonic() - started
+        left = elapsed / done * (runs - done)
+        progress(f"[{done}/{runs}] {what}: {elapsed:.0f} s so far, about {left:.0f} s left")
+
+    for number, difficulty in enumerate(PRESETS):
         task_id = f"gen_{difficulty}"
         root, severity, score = accuracy(ExpertAgent, task_id, seeds)
+        played(2 * number + 1, f"expert policy on {difficulty}")
         loud_root, _, _ = accuracy(LoudestSignalAgent, task_id, seeds)
+        played(2 * number + 2, f"loudest-signal policy on {difficulty}")
         rows.append(f"| {difficulty} | {seeds} | {root:.1%} | {severity:.1%} | {score:.3f} | {loud_root:.1%} |")
     return "\n".join(rows)

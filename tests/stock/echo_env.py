@@ -1,7 +1,8 @@
-"""A stock OpenEnv server: the echo environment of openenv-wire.md section 11, built with OpenEnv's
-own `create_app`. It runs in the stock venv (only `openenv` is importable there), for the interop
-tests and the transport benchmark alike: `uvicorn echo_env:app` with this folder as the working
-directory. Two messages beyond section 11 make the environment fail ("boom") or answer late ("slow").
+"""A stock OpenEnv server: an echo environment (each step echoes its message back, rewarded by its
+length, and "bye" ends the episode) built with OpenEnv's own `create_app`, the baseline of
+docs/transport-benchmarks.md. It runs in the stock venv (only `openenv` is importable there), for
+the interop tests and the transport benchmark alike: `uvicorn echo_env:app` with this folder as the
+working directory. Two more messages make the environment fail ("boom") or answer late ("slow").
 """
 
 import os
