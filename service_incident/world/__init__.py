@@ -9,12 +9,43 @@ severity by the rubric (`rubric`). The state is noise-free per step; telemetry r
 engineer sees it.
 """
 
-from .course import distraction_onset, distraction_strength, fault_lead
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .draws import spread, unit, wobbles
-from .episode import HISTORY_MINUTES, World
-from .plan import Edge, Node, technology
 from .rubric import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS, SEVERITIES, SEVERITY_RUBRIC, rubric
-from .simulation import ServiceState
+
+if TYPE_CHECKING:
+    from .course import distraction_onset, distraction_strength, fault_lead
+    from .episode import HISTORY_MINUTES, World
+    from .plan import Edge, Node, technology
+    from .simulation import ServiceState
+
+# The simulator's names load with their module on first use: a reader of the rubric alone (an agent, a
+# prompt, a tool schema) loads no simulator.
+_SIMULATOR = {
+    "distraction_onset": "course",
+    "distraction_strength": "course",
+    "fault_lead": "course",
+    "HISTORY_MINUTES": "episode",
+    "World": "episode",
+    "Edge": "plan",
+    "Node": "plan",
+    "technology": "plan",
+    "ServiceState": "simulation",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _SIMULATOR.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "HISTORY_MINUTES",
