@@ -5,9 +5,8 @@ do not reach users."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
-from ..faults import FAULTS, FailureMode, FaultType
+from ..faults import FAULTS, FaultType
 from ..incidents import Distraction, FaultSpec, Incident
 from .draws import spread, unit
 from .simulation import SideEffect
@@ -82,61 +81,42 @@ def distraction_strength(distraction: Distraction, incident_id: str, index: int)
 
 
 def distraction_onset(incident_id: str, index: int) -> int:
-    """Minutes before the page a red herring began: drawn like a fault's lead, so onsets overlap."""
+    """Minutes before the page a red herring began (at least one: every red herring shows at the page):
+    drawn like a fault's lead, so onsets overlap."""
     return 1 + int(unit(incident_id, index, "onset") * 14)
 
 
-class SideWork(NamedTuple):
-    """A red herring with side effects on its service, from the step it first shows: what it adds there."""
-
-    kind: str
-    service: str
-    start: int
-    cpu: float
-    error: float
-    # A minor fault's share of the errors, and how its requests fail.
-    minor: float
-    mode: FailureMode
+# A red herring with side effects: (distraction, first step it shows, strength).
+SideWork = tuple[Distraction, int, float]
 
 
 def side_work(incident: Incident) -> tuple[SideWork, ...]:
-    found = []
-    for index, d in enumerate(incident.distractions):
-        if d.kind not in SIDE_KINDS:
-            continue
-        strength = distraction_strength(d, incident.id, index)
-        cpu, error, minor = 0.0, 0.0, 0.0
-        mode: FailureMode = "error"
-        if d.kind == "noisy_neighbour":
-            cpu = 60.0 + 38.0 * strength
-        elif d.kind == "minor_fault":
-            # A real fault, weak and on a side path: its own signals show, its callers do not suffer.
-            kind = FAULTS[d.fault or "slow_query"]
-            minor, mode = kind.error_rate * 0.25 * strength, kind.failure
-            cpu = (kind.cpu_pct or 0.0) * 0.8 * strength
-        else:
-            # Failures on a side path (a batch job, a partner webhook) that callers never hit.
-            error = 0.03 + 0.4 * strength
-        found.append(SideWork(d.kind, d.service, -distraction_onset(incident.id, index), cpu, error, minor, mode))
-    return tuple(found)
+    return tuple(
+        (d, -distraction_onset(incident.id, index), distraction_strength(d, incident.id, index))
+        for index, d in enumerate(incident.distractions)
+        if d.kind in SIDE_KINDS
+    )
 
 
 def side_effects(side: tuple[SideWork, ...], step: int) -> dict[str, SideEffect]:
     """CPU and side-path error rates that red herrings add, by service, with a minor fault's share of
     those errors and how its requests fail."""
     found: dict[str, SideEffect] = {}
-    for work in side:
-        if step < work.start:
+    for d, start, strength in side:
+        if step < start:
             continue
-        cpu, error, minor, mode = found.get(work.service, (0.0, 0.0, 0.0, "error"))
-        if work.kind == "noisy_neighbour":
-            cpu = max(cpu, work.cpu)
-        elif work.kind == "minor_fault":
-            minor = max(minor, work.minor)
+        cpu, error, minor, mode = found.get(d.service, (0.0, 0.0, 0.0, "error"))
+        if d.kind == "noisy_neighbour":
+            cpu = max(cpu, 60.0 + 38.0 * strength)
+        elif d.kind == "minor_fault":
+            # A real fault, weak and on a side path: its own signals show, its callers do not suffer.
+            kind = FAULTS[d.fault or "slow_query"]
+            minor = max(minor, kind.error_rate * 0.25 * strength)
             error = max(error, minor)
-            mode = work.mode if minor > 0.0 else mode
-            cpu = max(cpu, work.cpu)
+            mode = kind.failure if minor > 0.0 else mode
+            cpu = max(cpu, (kind.cpu_pct or 0.0) * 0.8 * strength)
         else:
-            error = max(error, work.error)
-        found[work.service] = (cpu, error, minor, mode)
+            # Failures on a side path (a batch job, a partner webhook) that callers never hit.
+            error = max(error, 0.03 + 0.4 * strength)
+        found[d.service] = (cpu, error, minor, mode)
     return found

@@ -16,7 +16,7 @@ from ..models import Severity
 from .course import RELIEF_STEPS, FaultCourse, SideWork, fault_courses, side_effects, side_work
 from .plan import Plan, plan_of
 from .rubric import P1_ERROR_RATE, P1_LATENCY_MS, SEVERITIES, rubric
-from .simulation import Minute, ServiceState, simulate
+from .simulation import Minute, ServiceState, SideEffect, simulate
 from .steps import Steps, incident_steps, own_steps
 
 Outcome = Literal["heals", "relief", "disruption", "no_effect"]
@@ -52,6 +52,9 @@ class World:
     _shed: dict[str, int] = field(default_factory=dict)
     _restarts: dict[str, set[int]] = field(default_factory=dict)
     _side: tuple[SideWork, ...] = ()
+    # Every red herring shows from the page on (each begins before it), so their side effects are the
+    # same on every step from then: kept from the first such minute simulated.
+    _side_settled: dict[str, SideEffect] | None = None
     _cache: Steps = field(init=False)
     # States of steps with restarts as they would be without the restarts' own disruption, for grading.
     _undisrupted: dict[int, dict[str, ServiceState]] = field(default_factory=dict)
@@ -212,7 +215,6 @@ class World:
             strength = run.strength(step)
             if strength > 0.0:
                 live.setdefault(run.spec.service, []).append((run.kind, strength))
-        for run in self._runs:
             if run.kind.load and (demand := run.demand(step)) > 0.0:
                 load[run.spec.service] = load.get(run.spec.service, 0.0) + run.kind.load * demand
         shed = {
@@ -222,7 +224,13 @@ class World:
         }
         restarting = {name for name, steps in self._restarts.items() if step in steps} if disrupt else set()
         scaled = {name: self.capacity(name, step) for name in self._capacity}
-        return Minute(step, live, side_effects(self._side, step), load, shed, restarting, scaled)
+        if step < 0:
+            side = side_effects(self._side, step)
+        else:
+            if self._side_settled is None:
+                self._side_settled = side_effects(self._side, step)
+            side = self._side_settled
+        return Minute(step, live, side, load, shed, restarting, scaled)
 
 
 def _impact(plan: Plan, states: dict[str, ServiceState]) -> tuple[float, float]:

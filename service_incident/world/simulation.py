@@ -126,7 +126,7 @@ def simulate(plan: Plan, minute: Minute) -> dict[str, ServiceState]:
             and name not in restarting
             and name not in scaled
             and name not in shed
-            and all(_answers_alike(states[edge.dep], quiet[edge.dep]) for edge, _, _ in constants[6])
+            and _answered_as_when_calm(constants[6], states, quiet)
         ):
             states[name] = quiet[name]
             continue
@@ -327,11 +327,18 @@ def _dependency_calls(
     return p50, worst_wait, success
 
 
-def _answers_alike(state: ServiceState, other: ServiceState) -> bool:
-    """Whether a dependency's callers meet the same calls in both states: all a caller reads of it."""
-    return state is other or (
-        state.call_failure == other.call_failure
-        and state.p50_ms == other.p50_ms
-        and state.p99_ms == other.p99_ms
-        and state.mode == other.mode
-    )
+def _answered_as_when_calm(
+    edges: tuple[tuple[Edge, float, float], ...], states: dict[str, ServiceState], quiet: Mapping[str, ServiceState]
+) -> bool:
+    """Whether a service's dependencies all answer its calls as when calm: the same failures and latency,
+    all a caller reads of them."""
+    for edge, _, _ in edges:
+        state, calm = states[edge.dep], quiet[edge.dep]
+        if state is not calm and (
+            state.call_failure != calm.call_failure
+            or state.p50_ms != calm.p50_ms
+            or state.p99_ms != calm.p99_ms
+            or state.mode != calm.mode
+        ):
+            return False
+    return True

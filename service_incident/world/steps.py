@@ -36,7 +36,9 @@ class Steps(dict[int, States]):
         return self.touched is not None and step >= self.touched
 
     def get(self, step: int, default: None = None) -> States | None:  # type: ignore[override]
-        return super().get(step) if self.owns(step) else self.shared.get(step)
+        # `owns` spelled out: every look at a step's states comes here.
+        touched = self.touched
+        return super().get(step) if touched is not None and step >= touched else self.shared.get(step)
 
     def __setitem__(self, step: int, states: States) -> None:
         if self.owns(step):
