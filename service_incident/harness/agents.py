@@ -37,7 +37,7 @@ from ..models import (
     RunDbQuery,
 )
 from ..telemetry import LOUD_LEVELS, level, parse_time
-from ..world import rubric
+from ..world.rubric import rubric
 
 # A page older than this was firing before the incident and is not part of it.
 STALE_ALERT_S = 3600

@@ -33,7 +33,7 @@ from msgspec import Struct
 from ..integrations.tools import TOOLS_BY_NAME
 from ..models import ACTION_TYPES, Action, InvalidAction, Observation, parse_action
 from ..tasks import find_task
-from ..world import SEVERITY_RUBRIC
+from ..world.rubric import SEVERITY_RUBRIC
 from .evaluation import EndpointFailure, EpisodeSpec, Policy, Turn
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from service_incident.models import ACTION_TYPES, ResetRequest
-from service_incident.world import SEVERITY_RUBRIC
+from service_incident.world.rubric import SEVERITY_RUBRIC
 
 # Accepted on every action because OpenEnv's pydantic actions always send it, and ignored: a caller
 # has nothing to put there, so it is no argument of a tool.

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from ..faults import FailureMode
 from ..topology import KINDS, OPERATIONS
-from ..world import Z99, Edge, Node, ServiceState, World
+from ..world import Edge, Node, ServiceState, World
+from ..world.lognormal import Z99
 from .templates import fill, pick, rng_for
 
 if TYPE_CHECKING:

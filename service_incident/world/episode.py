@@ -1,0 +1,234 @@
+"""The world of one episode: the incident's plan, the remedies applied to it, and its states by step.
+
+Time advances one step per action: faults build up before the page, start, worsen on schedule, and
+respond to remediation through the same model. The world answers what grading needs (severity,
+impact, whether service is restored); agents see it only through telemetry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import InitVar, dataclass, field
+from typing import Literal
+
+from ..faults import FaultType, Remedy
+from ..incidents import Incident
+from ..models import Severity
+from .course import RELIEF_STEPS, FaultCourse, SideWork, fault_courses, side_effects, side_work
+from .plan import Plan, plan_of
+from .rubric import P1_ERROR_RATE, P1_LATENCY_MS, SEVERITIES, rubric
+from .simulation import Minute, ServiceState, SideEffect, simulate
+from .steps import Steps, incident_steps, own_steps
+
+Outcome = Literal["heals", "relief", "disruption", "no_effect"]
+
+# Minutes of history before the page that metrics keep.
+HISTORY_MINUTES = 12
+# An escalation is acted on by the owning team this many steps later.
+ESCALATION_DELAY = 1
+# How many times its size a scale-up makes a service (its replicas and resources doubled).
+SCALE_UP_FACTOR = 2.0
+# The share of a scale-up's added capacity serving during the step it is ordered in.
+SCALE_JOINING = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Remediation:
+    step: int
+    remedy: Remedy
+    service: str
+    outcome: Outcome
+
+
+@dataclass(slots=True)
+class World:
+    """The simulated system of one episode, at `step` (0 is the page; history runs before it)."""
+
+    incident: Incident
+    step: int = 0
+    history: list[Remediation] = field(default_factory=list)
+    plan: Plan = field(init=False)
+    _runs: list[FaultCourse] = field(default_factory=list)
+    _capacity: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    _shed: dict[str, int] = field(default_factory=dict)
+    _restarts: dict[str, set[int]] = field(default_factory=dict)
+    _side: tuple[SideWork, ...] = ()
+    # Every red herring shows from the page on (each begins before it), so their side effects are the
+    # same on every step from then: kept from the first such minute simulated.
+    _side_settled: dict[str, SideEffect] | None = None
+    _cache: Steps = field(init=False)
+    # States of steps with restarts as they would be without the restarts' own disruption, for grading.
+    _undisrupted: dict[int, dict[str, ServiceState]] = field(default_factory=dict)
+    # Faults' strengths by (step, remedies applied): only a remedy changes a fault's course.
+    _strengths: dict[tuple[int, int], tuple[float, ...]] = field(default_factory=dict)
+    # Whether its untouched states go to the store every episode of the incident shares: not for a
+    # world no episode plays (a calm world, a fault alone).
+    shared: InitVar[bool] = True
+
+    def __post_init__(self, shared: bool) -> None:
+        self.plan = plan_of(self.incident)  # cached: every world of one wiring shares it
+        self._cache = incident_steps(self.incident) if shared else own_steps()
+        self._runs = fault_courses(self.incident)
+        self._side = side_work(self.incident)
+
+    @property
+    def states(self) -> dict[str, ServiceState]:
+        return self.states_at(self.step)
+
+    def states_at(self, step: int) -> dict[str, ServiceState]:
+        states = self._cache.get(step)
+        if states is None:
+            states = self._cache[step] = simulate(self.plan, self._minute(step, disrupt=True))
+        return states
+
+    def advance(self) -> None:
+        self.step += 1
+
+    @property
+    def root_causes(self) -> frozenset[str]:
+        return frozenset(fault.service for fault in self.incident.faults)
+
+    def capacity(self, service: str, step: int | None = None) -> float:
+        """How many times its original size a service has been scaled to, at a step (now by default)."""
+        at = self.step if step is None else step
+        factor = 1.0
+        for since, times in self._capacity.get(service, ()):
+            if since <= at:
+                # New replicas join over the step they are added in, as a fix takes effect over steps.
+                factor *= times if since < at else 1.0 + (times - 1.0) * SCALE_JOINING
+        return factor
+
+    def restarts(self, service: str, step: int | None = None) -> list[int]:
+        at = self.step if step is None else step
+        return sorted(s for s in self._restarts.get(service, ()) if s <= at)
+
+    def rolled_back(self, service: str, step: int | None = None) -> bool:
+        at = self.step if step is None else step
+        return any(e.service == service and e.remedy == "rollback" and e.step <= at for e in self.history)
+
+    def remedied(self, remedy: Remedy, service: str, step: int | None = None) -> int | None:
+        """The step a remedy was last applied to a service, up to a step (now by default)."""
+        at = self.step if step is None else step
+        steps = [e.step for e in self.history if e.service == service and e.remedy == remedy and e.step <= at]
+        return max(steps) if steps else None
+
+    def change_shipped(self, service: str) -> bool:
+        """Whether a recent change on this service can be rolled back."""
+        if self.rolled_back(service):
+            return False
+        return any(run.spec.service == service and run.kind.change for run in self._runs) or any(
+            d.kind == "recent_deploy" and d.service == service for d in self.incident.distractions
+        )
+
+    def strengths(self, step: int) -> tuple[float, ...]:
+        """Every fault's strength at a step, to two places: what a view's content follows besides noise."""
+        key = (step, len(self.history))
+        found = self._strengths.get(key)
+        if found is None:
+            found = self._strengths[key] = tuple(round(run.strength(step), 2) for run in self._runs)
+        return found
+
+    def demands(self, step: int) -> tuple[float, ...]:
+        """The strength of every fault's extra requests at a step, which its fix does not end."""
+        return tuple(round(run.demand(step), 2) for run in self._runs if run.kind.load)
+
+    def healed_at(self, index: int) -> int | None:
+        """The step the fix of the incident's fault `index` took effect (an escalation's a step late)."""
+        return self._runs[index].healed_at
+
+    def fault_runs(self, service: str, step: int) -> list[tuple[FaultType, float]]:
+        """The faults live on a service at a step, with their strengths."""
+        return [(run.kind, s) for run in self._runs if run.spec.service == service and (s := run.strength(step)) > 0]
+
+    def remediate(self, remedy: Remedy, service: str) -> Outcome:
+        """Apply a remedy now. The outcome is the world's truth, for grading; agents see telemetry."""
+        step = self.step
+        outcome: Outcome = "no_effect"
+        for run in self._runs:
+            if run.spec.service != service or run.healed_at is not None:
+                continue
+            if remedy == run.kind.fix or remedy in run.kind.acceptable:
+                run.healed_at = step + (ESCALATION_DELAY if remedy == "escalate" else 0)
+                outcome = "heals"
+            elif remedy in run.kind.relief and outcome != "heals":
+                run.relief = (step, step + RELIEF_STEPS)
+                outcome = "relief"
+        if remedy == "restart":
+            self._restarts.setdefault(service, set()).add(step)
+            if outcome == "no_effect":
+                outcome = "disruption"
+        elif remedy == "scale_up":
+            self._capacity.setdefault(service, []).append((step, SCALE_UP_FACTOR))
+        elif remedy == "shed_load":
+            self._shed.setdefault(service, step)
+        self._cache.forget_from(step)
+        for later in [s for s in self._undisrupted if s >= step]:
+            del self._undisrupted[later]
+        self.history.append(Remediation(step, remedy, service, outcome))
+        return outcome
+
+    def restored(self) -> bool:
+        """Every fault's fix in effect and every user-facing service back within its objectives."""
+        if any(run.healed_at is None or run.healed_at > self.step for run in self._runs):
+            return False
+        # Side work failing (a red herring's batch job or webhook) does not keep users from being served.
+        states = self.states
+        facing = [states[n.name] for n in self.plan.nodes if n.user_facing]
+        return max(s.request_error for s in facing) < P1_ERROR_RATE and max(s.p99_ms for s in facing) < P1_LATENCY_MS
+
+    def user_facing_impact(self, step: int | None = None) -> tuple[float, float]:
+        """Worst error rate and worst p99 latency of user-facing services at a step (now by default): what
+        their metrics show, the quantities of the rubric."""
+        return _impact(self.plan, self.states_at(self.step if step is None else step))
+
+    def graded_impact(self, step: int) -> tuple[float, float]:
+        """The incident's user-facing impact at a step, for the severity: what users meet there, less
+        the brief disruption of the responder's own restarts (a remedy the responder chose is not the
+        incident's impact). Faults that worsen, and faults a remedy did not touch, still count."""
+        if not any(step in steps for steps in self._restarts.values()):
+            return self.user_facing_impact(step)
+        states = self._undisrupted.get(step)
+        if states is None:
+            states = self._undisrupted[step] = simulate(self.plan, self._minute(step, disrupt=False))
+        return _impact(self.plan, states)
+
+    def data_at_risk(self, through: int) -> bool:
+        kinds = {s.name: s.kind for s in self.incident.services}
+        return any(run.kind.data_at_risk(kinds[run.spec.service]) and run.spec.onset <= through for run in self._runs)
+
+    def severity(self, through: int | None = None) -> Severity:
+        """The rubric applied to the incident's worst user-facing impact from the page up to step
+        `through` (now by default), restarts' own disruption left out (`graded_impact`)."""
+        last = self.step if through is None else through
+        at_risk = self.data_at_risk(last)
+        return max((rubric(*self.graded_impact(step), at_risk) for step in range(last + 1)), key=SEVERITIES.index)
+
+    def _minute(self, step: int, disrupt: bool) -> Minute:
+        """The world's conditions at a step: its live faults, red herrings, surges, shedding, restarts and
+        scale-ups; with `disrupt` false, as if its restarts disrupted nothing."""
+        live: dict[str, list[tuple[FaultType, float]]] = {}
+        load: dict[str, float] = {}
+        for run in self._runs:
+            strength = run.strength(step)
+            if strength > 0.0:
+                live.setdefault(run.spec.service, []).append((run.kind, strength))
+            if run.kind.load and (demand := run.demand(step)) > 0.0:
+                load[run.spec.service] = load.get(run.spec.service, 0.0) + run.kind.load * demand
+        shed = {
+            name: 1.2 * self.plan.healthy_rps[name] * self.capacity(name, step)
+            for name, since in self._shed.items()
+            if since <= step
+        }
+        restarting = {name for name, steps in self._restarts.items() if step in steps} if disrupt else set()
+        scaled = {name: self.capacity(name, step) for name in self._capacity}
+        if step < 0:
+            side = side_effects(self._side, step)
+        else:
+            if self._side_settled is None:
+                self._side_settled = side_effects(self._side, step)
+            side = self._side_settled
+        return Minute(step, live, side, load, shed, restarting, scaled)
+
+
+def _impact(plan: Plan, states: dict[str, ServiceState]) -> tuple[float, float]:
+    facing = [states[n.name] for n in plan.nodes if n.user_facing]
+    return max(s.error_rate for s in facing), max(s.p99_ms for s in facing)

@@ -1,0 +1,344 @@
+"""The minute simulation: every service's state in one minute, from the plan and the world's conditions.
+
+Requests flow from the entry points down the dependency graph: a caller sends a share of its requests
+to each dependency, waits up to its deadline, retries failed calls a few times, and may trip a circuit
+breaker. Its error rate and latency follow from those calls and from its own faults; its CPU from its
+load against its capacity (queueing slows it down as it saturates, and past capacity it sheds
+requests). The state is noise-free per step; telemetry renders it as an engineer sees it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from typing import TYPE_CHECKING, Literal
+
+import msgspec
+
+from ..faults import FailureMode, FaultType
+from .draws import mix_lanes, wobble_minute
+from .lognormal import exceed
+from .rubric import P1_ERROR_RATE
+from .traffic import flow, queueing
+
+if TYPE_CHECKING:
+    from .plan import Edge, LoopConstants, Plan
+
+ServiceHealth = Literal["ok", "degraded", "down"]
+# How calls to a dependency fail from the caller's side.
+Cause = Literal["error", "refused", "rejected", "write", "timeout", "breaker"]
+# A red herring's side effects on a service: extra CPU, side-path error rate, the part of it a minor
+# fault fails the service's own requests with, and how those fail.
+SideEffect = tuple[float, float, float, FailureMode]
+
+# A circuit breaker opens when this share of calls to a dependency fails; calls then fail at once.
+BREAKER_OPEN = 0.5
+# A restart is rolling: one pod at a time drains, and about this share of one pod's requests (those
+# in flight as it stops and those sent before its readiness settles) fails during the step it runs in.
+# With two to five replicas that is 3-12% of the service's requests for one step; the graded
+# severity leaves it out (see `World.graded_impact`).
+RESTART_DISRUPTION = 0.25
+
+
+# Structs rather than frozen dataclasses: the simulation builds a state per service per minute, and
+# a frozen dataclass's __init__ costs several times a Struct's. States are built positionally (keywords
+# cost several times as much again): a new field goes into `_service_state` too, in this order. They
+# hold no reference cycles: the garbage collector need not track them.
+class ServiceState(msgspec.Struct, frozen=True, gc=False):
+    name: str
+    p50_ms: float
+    p99_ms: float
+    error_rate: float
+    rps: float
+    cpu_pct: float
+    memory_pct: float
+    health: ServiceHealth
+    # The share of calls to this service that fail from a caller's side, and how they fail.
+    call_failure: float
+    mode: FailureMode
+    # Dependencies whose calls fail this service's requests: (dependency, share of requests, how).
+    failing_upstreams: tuple[tuple[str, float, Cause], ...]
+    # How strongly its own faults currently show (0 when healed or not yet started).
+    fault_strength: float
+    # Its own latency without waiting on dependencies, for trace spans.
+    self_p50_ms: float
+    self_p99_ms: float
+    # Errors of side work (batch jobs, webhooks) included in error_rate that no caller's request meets.
+    side_error: float = 0.0
+    # The part of side_error a red herring's minor fault fails the service's own requests with, and how:
+    # requests a trace samples, though no caller's retry budget notices them.
+    minor_error: float = 0.0
+    minor_mode: FailureMode = "error"
+    # The share of requests that fail: error_rate without the side work, what users meet.
+    request_error: float = 0.0
+
+    @property
+    def latency_ms(self) -> float:
+        """The latency the rubric and the pages speak of: p99."""
+        return self.p99_ms
+
+
+# A Struct, built once per simulated minute: a frozen dataclass's __init__ costs several times as much.
+class Minute(msgspec.Struct, frozen=True, gc=False):
+    """The world's conditions in one minute: all the simulation takes besides the plan."""
+
+    step: int
+    # The faults live on each service, with their strengths.
+    live: Mapping[str, Sequence[tuple[FaultType, float]]]
+    side: Mapping[str, SideEffect]
+    # Extra requests that faults bring to a service, as a share of its healthy traffic.
+    load: Mapping[str, float]
+    # The request rate each service shedding load admits.
+    shed: Mapping[str, float]
+    # Services restarting in this minute (none when grading leaves the restarts' disruption out).
+    restarting: AbstractSet[str]
+    # How many times its original capacity each service ever scaled up has at this step.
+    scaled: Mapping[str, float]
+
+
+# The page with nothing wrong anywhere: the plan's calm baseline.
+CALM_MINUTE = Minute(0, {}, {}, {}, {}, frozenset(), {})
+
+
+def simulate(plan: Plan, minute: Minute) -> dict[str, ServiceState]:
+    """Every service's state in one minute, dependencies first."""
+    # The hot loop of the core (every step simulates a minute of every service): per-service
+    # constants come precomputed from the plan, and the arithmetic is the model's, in its order.
+    load, shed = minute.load, minute.shed
+    healthy_rps, healthy_p99 = plan.healthy_rps, plan.healthy_p99
+    rps = flow(plan.nodes, load, shed, healthy_rps) if load or shed else healthy_rps
+    calm = not load and not shed
+    live, side, restarting, scaled = minute.live, minute.side, minute.restarting, minute.scaled
+    # At the page, a service nothing touches (no fault or side work of its own, its usual traffic, every
+    # dependency answering its calls as when calm) is in its calm state: the same arithmetic on the
+    # same noise.
+    quiet = plan.calm if minute.step == 0 and plan.calm else None
+    wobble = mix_lanes(plan.noise, 2 * len(plan.loop), wobble_minute(minute.step))
+    states: dict[str, ServiceState] = {}
+    for constants, w1, w2 in zip(plan.loop, wobble[::2], wobble[1::2], strict=True):
+        name = constants[0].name
+        requests = rps[name]
+        if (
+            quiet is not None
+            and name not in live
+            and requests == healthy_rps[name]
+            and name not in side
+            and name not in restarting
+            and name not in scaled
+            and name not in shed
+            and _answered_as_when_calm(constants[6], states, quiet)
+        ):
+            states[name] = quiet[name]
+            continue
+        states[name] = _service_state(
+            constants,
+            requests,
+            w1,
+            w2,
+            live.get(name, ()),
+            scaled.get(name),
+            side.get(name),
+            name in restarting,
+            calm,
+            healthy_p99,
+            states,
+        )
+    return states
+
+
+def _service_state(
+    constants: LoopConstants,
+    requests: float,
+    w1: float,
+    w2: float,
+    faults: Sequence[tuple[FaultType, float]],
+    scale: float | None,
+    side: SideEffect | None,
+    restarting: bool,
+    calm: bool,
+    healthy_p99: Mapping[str, float],
+    states: dict[str, ServiceState],
+) -> ServiceState:
+    """One service's state in the minute, its dependencies' states known (`states`)."""
+    node, capacity_rps, base_queueing, calm_queueing, memory_noise, of_record, edges = constants
+    name = node.name
+    noise = node.noise
+    n1 = 1.0 + noise * w1
+    nw2 = noise * w2
+    n2 = 1.0 + nw2
+    strength_total = 0.0
+    if faults or not calm or scale is not None:
+        capacity = capacity_rps * scale if scale is not None else capacity_rps
+        for kind, strength in faults:
+            strength_total += strength
+            capacity *= 1.0 - kind.capacity_loss * strength
+        utilisation = requests / capacity if capacity > 0 else 0.0
+        slowdown = queueing(utilisation) / base_queueing
+    else:
+        utilisation = requests / capacity_rps if capacity_rps > 0 else 0.0
+        slowdown = calm_queueing
+    shed_share = 1.0 - 1.0 / utilisation if utilisation > 1.0 else 0.0
+    self_p50 = node.p50_ms * slowdown * n1
+    self_p99 = self_p50 * node.tail * n2
+    if requests:
+        cpu = 100.0 * utilisation * n2
+        if not cpu < 99.0:
+            cpu = 99.0
+    else:
+        cpu = node.cpu_pct
+    memory = node.memory_pct * (1.0 + memory_noise * w1)
+    own_ok = (1.0 - node.error_rate * (1.0 + w1)) * (1.0 - shed_share)
+    silent = 0.0
+    health: ServiceHealth | None = None
+    mode: FailureMode = "error"
+    if faults:
+        own_ok, silent, self_p50, self_p99, cpu, memory, health, mode = _fault_effects(
+            faults, n1, nw2, w1, of_record, own_ok, self_p50, self_p99, cpu, memory
+        )
+    if side is not None:
+        extra_cpu, extra_error, minor_error, minor_mode = side
+        cpu = max(cpu, extra_cpu)
+        if minor_mode == "write" and not of_record:
+            minor_mode = "refused"
+    else:
+        extra_error, minor_error, minor_mode = 0.0, 0.0, "error"
+    if restarting:
+        own_ok *= 1.0 - RESTART_DISRUPTION / node.replicas * n1
+    p50, p99, success = self_p50, self_p99, 1.0
+    failing: list[tuple[str, float, Cause]] = []
+    if edges:
+        p50, worst_wait, success = _dependency_calls(edges, states, p50, failing)
+        p99 += worst_wait
+    error_rate = 1.0 - own_ok * success
+    if failing:
+        cpu += 8.0 * (1.0 - success)
+        cpu = cpu if cpu < 99.0 else 99.0
+    reported = 1.0 - (1.0 - error_rate) * (1.0 - extra_error) if extra_error else error_rate
+    floor = p50 * 1.2
+    # Clamps spelled out rather than min() and max(): the same values, without two calls per bound.
+    cpu = cpu if cpu < 99.5 else 99.5
+    memory = memory if memory < 99.9 else 99.9
+    request_error = error_rate if error_rate < 1.0 else 1.0
+    call_failure = error_rate + silent
+    if health is None:  # no fault of its own: its health follows from what it serves
+        if error_rate >= 0.9:
+            health = "down"
+        elif error_rate >= P1_ERROR_RATE or p99 >= 3 * healthy_p99[name] + 200:
+            health = "degraded"
+        else:
+            health = "ok"
+    # Positional: a Struct built from keywords costs several times as much, once per service per minute.
+    return ServiceState(
+        name,
+        p50,
+        floor if floor > p99 else p99,
+        reported if reported < 1.0 else 1.0,
+        requests,
+        cpu if cpu > 0.5 else 0.5,
+        memory if memory > 1.0 else 1.0,
+        health,
+        call_failure if call_failure < 1.0 else 1.0,
+        mode,
+        tuple(failing) if failing else (),
+        strength_total,
+        self_p50,
+        self_p99,
+        extra_error,
+        minor_error,
+        minor_mode,
+        request_error,
+    )
+
+
+def _fault_effects(
+    faults: Sequence[tuple[FaultType, float]],
+    n1: float,
+    nw2: float,
+    w1: float,
+    of_record: bool,
+    own_ok: float,
+    self_p50: float,
+    self_p99: float,
+    cpu: float,
+    memory: float,
+) -> tuple[float, float, float, float, float, float, ServiceHealth | None, FailureMode]:
+    """A service's own faults on its baseline: (share of its own work that succeeds, share of calls that
+    fail silently, its own p50 and p99, CPU, memory, health and failure mode of the strongest)."""
+    silent = 0.0
+    health: ServiceHealth | None = None
+    mode: FailureMode = "error"
+    strongest = 0.0
+    for kind, strength in faults:
+        own_ok *= 1.0 - min(1.0, kind.error_rate * strength * n1)
+        silent += kind.caller_failure * strength
+        self_p50 += kind.latency_ms * strength * 0.45
+        self_p99 += kind.latency_ms * strength * (1.4 + nw2)
+        if kind.cpu_pct is not None:
+            cpu += (kind.cpu_pct - cpu) * strength
+        if kind.memory_pct is not None:
+            memory += (kind.memory_pct * (1.0 - 0.01 * (1 + w1)) - memory) * min(1.0, strength)
+        if strength > strongest:
+            strongest = strength
+            health = kind.health if strength >= 0.5 else "degraded"
+            mode = kind.failure
+            if mode == "write" and not of_record:
+                mode = "refused"
+    return own_ok, silent, self_p50, self_p99, cpu, memory, health, mode
+
+
+def _dependency_calls(
+    edges: tuple[tuple[Edge, float, float], ...],
+    states: dict[str, ServiceState],
+    p50: float,
+    failing: list[tuple[str, float, Cause]],
+) -> tuple[float, float, float]:
+    """A service's calls to its dependencies: its p50 with their waits added, the worst wait its p99
+    takes on, and the share of its requests no failed call fails; appends the calls that fail some."""
+    success = 1.0
+    worst_wait = 0.0
+    for edge, weighted_share, retry_power in edges:
+        dep = states[edge.dep]
+        refused = dep.call_failure
+        dep_p50, dep_p99 = dep.p50_ms, dep.p99_ms
+        # Calls time out only when the dependency's tail reaches the deadline.
+        deadline = edge.deadline_ms
+        timed_out = exceed(dep_p50, dep_p99, deadline) if dep_p99 * 2 > deadline else 0.0
+        failed = 1.0 - (1.0 - refused) * (1.0 - timed_out)
+        cause: Cause
+        if edge.breaker and failed >= BREAKER_OPEN:
+            seen, wait50, wait99, cause = 1.0, 1.0, 2.0, "breaker"
+        else:
+            # Retries help against scattered failures, not against a refusal or a dependency
+            # that is down; failures are correlated, so each retry helps less than an independent draw.
+            retried = edge.retries if dep.mode not in ("rejected", "refused") else 0
+            seen = failed ** (retry_power if retried else 1.0)
+            extra = 1.0 + retried * failed
+            wait50 = (deadline if deadline < dep_p50 else dep_p50) * extra
+            wait99 = (deadline if deadline < dep_p99 else dep_p99) * extra
+            cause = "timeout" if timed_out > refused else dep.mode
+        share = weighted_share * seen
+        success *= 1.0 - share
+        p50 += edge.share * wait50
+        wait = wait99 if edge.share >= 0.5 else wait50
+        if wait > worst_wait:
+            worst_wait = wait
+        if share > 0.002:
+            failing.append((edge.dep, share, cause))
+    return p50, worst_wait, success
+
+
+def _answered_as_when_calm(
+    edges: tuple[tuple[Edge, float, float], ...], states: dict[str, ServiceState], quiet: Mapping[str, ServiceState]
+) -> bool:
+    """Whether a service's dependencies all answer its calls as when calm: the same failures and latency,
+    all a caller reads of them."""
+    for edge, _, _ in edges:
+        state, calm = states[edge.dep], quiet[edge.dep]
+        if state is not calm and (
+            state.call_failure != calm.call_failure
+            or state.p50_ms != calm.p50_ms
+            or state.p99_ms != calm.p99_ms
+            or state.mode != calm.mode
+        ):
+            return False
+    return True

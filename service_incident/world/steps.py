@@ -1,0 +1,65 @@
+"""Simulated states by step, and the store that every episode of one incident shares.
+
+Until the first remedy a world is its incident's alone, so the states of those steps are kept once
+per incident, for every episode that plays it.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from ..incidents import Incident
+from .simulation import ServiceState
+
+States = dict[str, ServiceState]
+
+_PREPAGE: dict[bytes, dict[int, States]] = {}
+_PREPAGE_KEPT = 256
+
+
+class Steps(dict[int, States]):
+    """Simulated states by step. Until the first remedy the world is the incident's alone, so those
+    steps go to a store shared by every episode of the incident; later ones are this episode's."""
+
+    def __init__(self, shared: dict[int, States], key: bytes) -> None:
+        super().__init__()
+        self.shared = shared
+        self.key = key
+        self.touched: int | None = None  # the step of the first remedy
+
+    def owns(self, step: int) -> bool:
+        """Whether a step's states are this episode's own: at or after its first remedy."""
+        return self.touched is not None and step >= self.touched
+
+    def get(self, step: int, default: None = None) -> States | None:  # type: ignore[override]
+        # `owns` spelled out: every look at a step's states comes here.
+        touched = self.touched
+        return super().get(step) if touched is not None and step >= touched else self.shared.get(step)
+
+    def __setitem__(self, step: int, states: States) -> None:
+        if self.owns(step):
+            super().__setitem__(step, states)
+        else:
+            self.shared[step] = states
+
+    def forget_from(self, step: int) -> None:
+        if self.touched is None:
+            self.touched = step
+        for later in [s for s in self if s >= step]:
+            del self[later]
+
+
+def incident_steps(incident: Incident) -> Steps:
+    """States by step for an episode of the incident, its untouched steps in the incident's shared store."""
+    key = msgspec.json.encode(incident)
+    shared = _PREPAGE.get(key)
+    if shared is None:
+        if len(_PREPAGE) >= _PREPAGE_KEPT:
+            _PREPAGE.pop(next(iter(_PREPAGE)))
+        shared = _PREPAGE[key] = {}
+    return Steps(shared, key)
+
+
+def own_steps() -> Steps:
+    """States by step for a world no episode plays (a calm world, a fault alone): shared with none."""
+    return Steps({}, b"")

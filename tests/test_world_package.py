@@ -1,0 +1,76 @@
+"""The world package's seams: the rubric stands alone, a plan is whole and fixed before any world uses it,
+and the constants the world shares with telemetry agree with what telemetry renders."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+
+import pytest
+from msgspec import structs
+
+from service_incident.generator import PRESETS, generate
+from service_incident.telemetry import Telemetry
+from service_incident.world import World
+from service_incident.world.episode import SCALE_UP_FACTOR
+from service_incident.world.lognormal import exceed
+from service_incident.world.plan import plan_of
+
+SIMULATOR = ("episode", "plan", "simulation", "course", "steps", "traffic")
+
+
+def test_reading_the_rubric_loads_no_simulator() -> None:
+    # The readers of the rubric: the tool schemas import it, and the rubric module itself.
+    code = (
+        "import sys\n"
+        "import service_incident.integrations.tools\n"
+        "from service_incident.world.rubric import SEVERITY_RUBRIC, rubric\n"
+        "assert rubric(0.5, 0.0, False) == 'P0' and 'P1' in SEVERITY_RUBRIC\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('service_incident.world'))))\n"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split()
+    assert "service_incident.world.rubric" in loaded
+    assert not [m for m in loaded if m.rpartition(".")[2] in SIMULATOR], loaded
+
+
+@pytest.mark.parametrize("difficulty", ["easy", "expert"])
+def test_a_plan_is_whole_before_any_world_and_no_world_changes_it(difficulty: str) -> None:
+    incident = generate(PRESETS[difficulty], seed=91)
+    plan = plan_of(incident)
+    names = {s.name for s in incident.services}
+    # Built whole: the calm baseline of every service is there before a world is made.
+    assert set(plan.calm) == set(plan.healthy_p99) == names
+    assert all(plan.healthy_p99[name] == plan.calm[name].p99_ms for name in names)
+    before = copy.deepcopy((plan.calm, plan.healthy_p99, plan.healthy_rps))
+    world = World(incident)
+    assert world.plan is plan
+    for remedy in ("restart", "scale_up", "shed_load", "rollback"):
+        world.remediate(remedy, incident.faults[0].service)
+        world.advance()
+        world.states_at(world.step)
+    world.severity()
+    assert (plan.calm, plan.healthy_p99, plan.healthy_rps) == before
+    # The calm baseline is the incident with nothing wrong: a world without faults or red herrings at the page.
+    calm = World(structs.replace(incident, faults=[], distractions=[]), shared=False)
+    assert calm.states_at(0) == dict(plan.calm)
+
+
+def test_the_lognormal_puts_one_call_in_a_hundred_beyond_its_p99() -> None:
+    for p50, p99 in [(20.0, 60.0), (150.0, 900.0), (3.0, 3.5)]:
+        assert exceed(p50, p99, p99) == pytest.approx(0.01, abs=2e-5)
+        assert exceed(p50, p99, p50) == pytest.approx(0.5)
+
+
+def test_a_scale_up_adds_the_capacity_and_the_pods_health_lists() -> None:
+    incident = generate(PRESETS["easy"], seed=7)
+    service = incident.faults[0].service
+    world = World(incident)
+    telemetry = Telemetry(world, seed=7)
+    replicas = world.plan.by_name[service].replicas
+    world.advance()
+    world.remediate("scale_up", service)
+    world.advance()
+    head = telemetry.health(service, world.step).splitlines()[0]
+    assert world.capacity(service) == SCALE_UP_FACTOR
+    assert f" replicas={int(replicas * SCALE_UP_FACTOR)} " in f"{head} "
