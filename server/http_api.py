@@ -23,11 +23,7 @@ from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.holdout import fingerprint
 from service_incident.models import Action, Observation, ResetRequest, State, parse_action, schemas
 from service_incident.tasks import catalogue
-
-from . import mcp
-from .errors import JSON, json_response
-from .http_episodes import EpisodeStore, UnknownEpisode
-from .protocol import (
+from service_incident.wire import (
     EPISODE_ID_PATTERN,
     ProtocolError,
     core_error,
@@ -37,6 +33,10 @@ from .protocol import (
     invalid,
     valid_episode_id,
 )
+
+from . import mcp
+from .errors import JSON, json_response
+from .http_episodes import EpisodeStore, UnknownEpisode
 from .sessions import SessionRegistry
 
 EPISODE_HEADER = "Episode-Id"

@@ -28,8 +28,8 @@ import msgspec
 
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.models import Observation, ResetRequest
+from service_incident.wire import clip
 
-from .protocol import clip
 from .sessions import Clock, EnvFactory
 
 

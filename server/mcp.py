@@ -44,9 +44,9 @@ from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.integrations.text import TextEpisode
 from service_incident.integrations.tools import ACTION_TOOLS, RESET_TOOL, RESET_WITHHELD, TOOLS_BY_NAME, ToolSpec
 from service_incident.models import InvalidAction, InvalidReset, ResetRequest, parse_action
+from service_incident.wire import ProtocolError, decode_json, encode, step_payload
 
 from .http_episodes import EpisodeStore, UnknownEpisode
-from .protocol import ProtocolError, decode_json, encode, step_payload
 from .sessions import EnvFactory
 
 PARSE_ERROR = -32700

@@ -45,3 +45,9 @@ def test_the_evaluation_command_needs_openai_only_for_the_llm_agent() -> None:
     # An image without the model client still evaluates the reference agents.
     loaded = loaded_after_importing(("service_incident.harness.cli",))
     assert "openai" not in {name.split(".")[0] for name in loaded}
+
+
+def test_the_client_loads_the_wire_without_the_server() -> None:
+    loaded = loaded_after_importing(("service_incident.client",))
+    assert "service_incident.wire" in loaded
+    assert [name for name in loaded if name.startswith("service_incident.server")] == []

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from service_incident.server.protocol import (
+from service_incident.wire import (
     MAX_JSON_DEPTH,
     MAX_QUOTE_CHARS,
     ErrorCode,

@@ -1,9 +1,10 @@
 """The OpenEnv wire format, for the server and the client alike: frames, error codes, their JSON.
 
 Sans-I/O, in the manner of websockets' `frames.py`: it turns text into typed messages and typed
-results into text, and knows nothing of sockets. The client imports the frames from here too, so
-each is defined once; this module loads msgspec and the core's models only. Decoders and encoders
-are built once at import; a well-formed frame costs one decode.
+results into text, and knows nothing of sockets. It sits beside the core rather than in the server so
+that the client imports the frames without the server: each is defined once, and this module loads
+msgspec and the core's models only. Decoders and encoders are built once at import; a well-formed
+frame costs one decode.
 
 Everything a client sends is bounded before it is believed: nesting depth (`MAX_JSON_DEPTH`), and
 the length of any piece of it an error message quotes back (`clip`).
