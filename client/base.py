@@ -108,7 +108,7 @@ _CLOSE = _encode(CloseMessage())
 
 def _decoder(obs_type: Any, state_type: Any) -> msgspec.json.Decoder[Any]:
     return msgspec.json.Decoder(
-        ObservationFrame[StepResult[obs_type]] | StateFrame[state_type] | ErrorFrame[dict[str, Any]]  # type: ignore[valid-type]
+        ObservationFrame[StepResult[obs_type]] | StateFrame[state_type] | ErrorFrame[dict[str, Any]]
     )
 
 

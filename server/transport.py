@@ -74,7 +74,8 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
     def handle_connect(self, event: Request) -> None:
         super().handle_connect(event)
         if self.handshake_initiated and not self.close_sent:
-            self.scope["extensions"][BACKLOG_EXTENSION] = self.queue.qsize  # type: ignore[index]
+            # ASGI's types have every extension a dict; this one is a function the app calls.
+            self.scope["extensions"][BACKLOG_EXTENSION] = self.queue.qsize  # type: ignore[assignment]
 
     def send_receive_event_to_app(self) -> None:
         if self.curr_msg_data_type == "text" and not self.close_sent:

@@ -139,8 +139,8 @@ def check_depth(text: str | bytes) -> None:
     well-behaved client sends. Otherwise strings are cut out and matched brackets peeled off level by
     level, all in C, at most MAX_JSON_DEPTH passes.
     """
-    square, curly = ("[", "{") if isinstance(text, str) else (b"[", b"{")
-    if text.count(square) + text.count(curly) <= MAX_JSON_DEPTH:
+    opened = text.count("[") + text.count("{") if isinstance(text, str) else text.count(b"[") + text.count(b"{")
+    if opened <= MAX_JSON_DEPTH:
         return
     data = text.encode(errors="surrogatepass") if isinstance(text, str) else text
     brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKET)
