@@ -21,6 +21,7 @@ from .models import (
     Metrics,
     Observation,
     Postmortem,
+    ResetRequest,
     Resolve,
     RewardMode,
     RunDbQuery,
@@ -117,7 +118,16 @@ class ServiceIncidentEnvironment:
         episode_id: str | None = None,
         reward_mode: RewardMode = "final",
     ) -> Observation:
+        """Start an episode: `start` with these fields of a `ResetRequest`."""
+        request = ResetRequest(
+            task_id=task_id, seed=seed, incident_id=incident_id, episode_id=episode_id, reward_mode=reward_mode
+        )
+        return self.start(request)
+
+    def start(self, request: ResetRequest) -> Observation:
         """Start an episode. Same task, seed and incident give a byte-identical episode."""
+        task_id, seed, incident_id = request.task_id, request.seed, request.incident_id
+        episode_id, reward_mode = request.episode_id, request.reward_mode
         task = self._task(task_id, incident_id, self._holdout is not None)
         seed_drawn = seed is None
         if seed is None:

@@ -48,7 +48,7 @@ class _InProcessSession:
         self._env = env
 
     async def reset(self, request: ResetRequest) -> Observation:
-        observation = self._env.reset(**msgspec.structs.asdict(request))
+        observation = self._env.start(request)
         # The environment never waits; a checkpoint lets concurrent episodes (and model calls) take turns.
         await anyio.lowlevel.checkpoint()
         return observation
