@@ -337,6 +337,10 @@ class State(Struct, kw_only=True):
 RewardMode = Literal["final", "dense"]
 
 
+# The longest episode id, as OpenEnv bounds it.
+MAX_EPISODE_ID_CHARS = 255
+
+
 class ResetRequest(Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
     """Arguments of `reset`, for every caller (environment, wire, HTTP, client, evaluation).
 
@@ -347,7 +351,7 @@ class ResetRequest(Struct, kw_only=True, forbid_unknown_fields=True, frozen=True
     task_id: str | None = None
     seed: int | None = None
     incident_id: str | None = None
-    episode_id: Annotated[str, Meta(min_length=1, max_length=255)] | None = None
+    episode_id: Annotated[str, Meta(min_length=1, max_length=MAX_EPISODE_ID_CHARS)] | None = None
     reward_mode: RewardMode = "final"
 
 

@@ -15,12 +15,19 @@ from __future__ import annotations
 import ipaddress
 import re
 from enum import StrEnum
-from typing import Any, Generic, TypeVar, get_args
+from typing import Annotated, Any, Generic, TypeVar, get_args
 
 import msgspec
-from msgspec import Raw, Struct
+from msgspec import Meta, Raw, Struct
 
-from service_incident.models import InvalidAction, InvalidReset, Observation, ResetRequest, State
+from service_incident.models import (
+    MAX_EPISODE_ID_CHARS,
+    InvalidAction,
+    InvalidReset,
+    Observation,
+    ResetRequest,
+    State,
+)
 
 T = TypeVar("T")
 
@@ -48,9 +55,12 @@ MAX_JSON_DEPTH = 32
 MAX_QUOTE_CHARS = 400
 MAX_FIELD_CHARS = 100
 
-# An episode id travels in the `Episode-Id` header: visible ASCII only, and bounded like OpenEnv's.
-EPISODE_ID_PATTERN = r"^[!-~]{1,255}$"
-_EPISODE_ID = re.compile(EPISODE_ID_PATTERN)
+# An episode id travels in the `Episode-Id` header: visible ASCII only, and bounded like any reset's.
+# The HTTP API checks it in a body (the type) and in the header (the function) by this one pattern.
+_EPISODE_ID_PATTERN = rf"^[!-~]{{1,{MAX_EPISODE_ID_CHARS}}}$"
+EpisodeId = Annotated[str, Meta(pattern=_EPISODE_ID_PATTERN)]
+EPISODE_ID_RULE = f"1 to {MAX_EPISODE_ID_CHARS} visible ASCII characters"
+_EPISODE_ID = re.compile(_EPISODE_ID_PATTERN)
 
 
 def clip(text: str, limit: int = MAX_QUOTE_CHARS) -> str:
