@@ -54,8 +54,8 @@ run: $(VENV)/.installed
 	@$(PY) inference.py
 
 # mypy has no package-dir: it checks server/ and client/ through links named as they install
-# (pyproject.toml's [tool.mypy] reads them from build/mypy).
-MYPY_LINKS := build/mypy/service_incident
+# (pyproject.toml's [tool.mypy] reads them from .venv/mypy).
+MYPY_LINKS := .venv/mypy/service_incident
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
