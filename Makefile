@@ -64,9 +64,16 @@ browser:
 run: $(VENV)/.runtime
 	@$(PY) inference.py
 
+# mypy has no package-dir: it checks server/ and client/ through links named as they install
+# (pyproject.toml's [tool.mypy] reads them from .venv/mypy).
+MYPY_LINKS := .venv/mypy/service_incident
+
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	@mkdir -p $(MYPY_LINKS)
+	@ln -sfn ../../../server $(MYPY_LINKS)/server && ln -sfn ../../../client $(MYPY_LINKS)/client
+	$(PY) -m mypy
 
 # The generated tables of README.md and docs/*.md, rewritten from the definitions.
 docs: $(VENV)/.installed
@@ -83,5 +90,5 @@ test-install: $(VENV)/.installed
 
 # Everything the targets above and the tests leave behind; tracked files are never touched.
 clean:
-	rm -rf $(VENV) .venvs build results test-artifacts .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .venvs build results test-artifacts .pytest_cache .ruff_cache .mypy_cache *.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,7 +1,7 @@
 """A generic async OpenEnv client: one WebSocket session, typed with msgspec, low overhead per step.
 
 Wire-compatible with any OpenEnv server (stock `create_app` servers included): it speaks `/ws` as
-OpenEnv defines it, with the frames of `service_incident.server.protocol`, which the server uses
+OpenEnv defines it, with the frames of `service_incident.wire`, which the server uses
 too. It improves on the stock client where that one is weak:
 
 * A call that times out or is cancelled never shifts later replies onto the wrong request. The
@@ -33,7 +33,7 @@ from msgspec import Struct
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
-from service_incident.server.protocol import (
+from service_incident.wire import (
     CloseMessage,
     ErrorCode,
     ErrorFrame,
@@ -108,7 +108,7 @@ _CLOSE = _encode(CloseMessage())
 
 def _decoder(obs_type: Any, state_type: Any) -> msgspec.json.Decoder[Any]:
     return msgspec.json.Decoder(
-        ObservationFrame[StepResult[obs_type]] | StateFrame[state_type] | ErrorFrame[dict[str, Any]]  # type: ignore[valid-type]
+        ObservationFrame[StepResult[obs_type]] | StateFrame[state_type] | ErrorFrame[dict[str, Any]]
     )
 
 

@@ -25,6 +25,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
+from service_incident.wire import encode, is_loopback
+
 from . import apidocs
 from .errors import EXCEPTION_HANDLERS, JSON
 from .guard import HostPolicy, OriginPolicy, RequestGuard, from_this_machine
@@ -32,7 +34,6 @@ from .http_api import HttpApi
 from .http_episodes import EpisodeStore
 from .mcp import McpEndpoint
 from .openapi import openapi_document
-from .protocol import encode, is_loopback
 from .sessions import Clock, SessionRegistry, environments
 from .settings import Settings
 from .webui import ResultFiles, WebUI, page_policy

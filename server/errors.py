@@ -18,8 +18,9 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
+from service_incident.wire import ErrorDetail, ProtocolError, clip, encode
+
 from .http_episodes import UnknownEpisode
-from .protocol import ErrorDetail, ProtocolError, clip, encode
 
 JSON = "application/json"
 

@@ -23,12 +23,9 @@ from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.holdout import fingerprint
 from service_incident.models import Action, Observation, ResetRequest, State, parse_action, schemas
 from service_incident.tasks import catalogue
-
-from . import mcp
-from .errors import JSON, json_response
-from .http_episodes import EpisodeStore, UnknownEpisode
-from .protocol import (
-    EPISODE_ID_PATTERN,
+from service_incident.wire import (
+    EPISODE_ID_RULE,
+    EpisodeId,
     ProtocolError,
     core_error,
     decode_json,
@@ -37,10 +34,13 @@ from .protocol import (
     invalid,
     valid_episode_id,
 )
+
+from . import mcp
+from .errors import JSON, json_response
+from .http_episodes import EpisodeStore, UnknownEpisode
 from .sessions import SessionRegistry
 
 EPISODE_HEADER = "Episode-Id"
-EpisodeId = Annotated[str, Meta(pattern=EPISODE_ID_PATTERN)]
 
 
 class StepOptions(Struct, kw_only=True, forbid_unknown_fields=True):
@@ -158,7 +158,7 @@ class HttpApi:
         body = await request.body()
         reset = decode_json(body, ResetRequest, "reset") if body.strip() else ResetRequest()
         if reset.episode_id is not None and not valid_episode_id(reset.episode_id):
-            raise invalid("Invalid reset", "episode_id must be visible ASCII characters - at `$.episode_id`")
+            raise invalid("Invalid reset", f"episode_id must be {EPISODE_ID_RULE} - at `$.episode_id`")
         try:
             episode_id, observation = self.episodes.start(reset, _client(request))
         except ValueError as exc:
@@ -224,7 +224,7 @@ class HttpApi:
         """
         if episode_id is not None:
             if not valid_episode_id(episode_id):
-                raise invalid("Invalid episode id", "must be 1 to 255 visible ASCII characters - at `$.episode_id`")
+                raise invalid("Invalid episode id", f"must be {EPISODE_ID_RULE} - at `$.episode_id`")
             return episode_id, self.episodes.get(episode_id)
         if not self.implicit(request):
             raise HTTPException(400, f"name the episode: send the {EPISODE_HEADER} header with the id /reset returned")

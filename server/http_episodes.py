@@ -28,8 +28,8 @@ import msgspec
 
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.models import Observation, ResetRequest
+from service_incident.wire import clip
 
-from .protocol import clip
 from .sessions import Clock, EnvFactory
 
 
@@ -38,8 +38,8 @@ class UnknownEpisode(LookupError):
 
 
 def reset(env: ServiceIncidentEnvironment, request: ResetRequest) -> Observation:
-    """The environment's keyword-only reset, called with a reset request."""
-    return env.reset(**msgspec.structs.asdict(request))
+    """Start an episode on `env` from a reset request."""
+    return env.start(request)
 
 
 class _Entry:

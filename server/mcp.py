@@ -22,7 +22,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
@@ -38,15 +38,15 @@ try:
 except ImportError:
     # The `mcp` extra (SDK 2.x) is not installed, as beside stock OpenEnv, which pins the 1.x SDK:
     # /mcp then speaks OpenEnv's dialect only, and says how to get MCP sessions.
-    sdk = None
+    sdk = None  # type: ignore[assignment]
 
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.integrations.text import TextEpisode
 from service_incident.integrations.tools import ACTION_TOOLS, RESET_TOOL, RESET_WITHHELD, TOOLS_BY_NAME, ToolSpec
-from service_incident.models import InvalidAction, InvalidReset, ResetRequest, parse_action
+from service_incident.models import InvalidAction, InvalidReset, Observation, ResetRequest, parse_action
+from service_incident.wire import ProtocolError, decode_json, encode, step_payload
 
-from .http_episodes import EpisodeStore, UnknownEpisode
-from .protocol import ProtocolError, decode_json, encode, step_payload
+from .http_episodes import UnknownEpisode
 from .sessions import EnvFactory
 
 PARSE_ERROR = -32700
@@ -64,6 +64,16 @@ log = logging.getLogger(__name__)
 
 RequestId = str | int | None
 EnvResolver = Callable[[str | None], ServiceIncidentEnvironment]
+
+
+class SessionMethods(Protocol):
+    """The episodes OpenEnv's `openenv/session/*` methods start and close, on behalf of one client."""
+
+    def reset(self, request: ResetRequest) -> tuple[str, Observation]: ...
+
+    def close(self, episode_id: str) -> bool: ...
+
+
 # Answers one request of OpenEnv's dialect on behalf of the HTTP request that carried it.
 OpenEnvDialect = Callable[["Request", Any], "RpcResponse"]
 
@@ -114,7 +124,7 @@ def parse_error(message: str) -> RpcResponse:
     return RpcResponse("2.0", None, error=RpcError(PARSE_ERROR, f"Parse error: {message}"))
 
 
-def handle(request: Any, env_for: EnvResolver, episodes: EpisodeStore | None = None) -> RpcResponse:
+def handle(request: Any, env_for: EnvResolver, episodes: SessionMethods | None = None) -> RpcResponse:
     """Answer one request of OpenEnv's dialect. `episodes` enables its session methods (HTTP only)."""
     request_id = _request_id(request)
     try:
@@ -134,17 +144,17 @@ def handle(request: Any, env_for: EnvResolver, episodes: EpisodeStore | None = N
         return RpcResponse("2.0", request_id, error=error)
 
 
-def _dispatch(call: RpcRequest, env_for: EnvResolver, episodes: EpisodeStore | None) -> Any:
+def _dispatch(call: RpcRequest, env_for: EnvResolver, episodes: SessionMethods | None) -> Any:
     if call.method == "tools/list":
         return {"tools": TOOLS}
     if call.method == "tools/call":
         return _call_tool(call.params, env_for)
     if episodes is not None and call.method == "openenv/session/create":
         try:
-            session_id, _ = episodes.reset(msgspec.convert(call.params, ResetRequest))
+            created, _ = episodes.reset(msgspec.convert(call.params, ResetRequest))
         except (msgspec.ValidationError, InvalidReset) as exc:
             raise _Fault(INVALID_PARAMS, f"Invalid params: {exc}") from None
-        return {"session_id": session_id}
+        return {"session_id": created}
     if episodes is not None and call.method == "openenv/session/close":
         session_id = call.params.get("session_id")
         if not isinstance(session_id, str):

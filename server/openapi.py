@@ -11,11 +11,11 @@ import msgspec
 
 from service_incident.models import Action, ResetRequest, State
 from service_incident.tasks import Task
+from service_incident.wire import HttpStepPayload
 
 from .errors import Failure, ValidationFailure
 from .http_api import EPISODE_HEADER, EnvironmentMetadata, Grade, ServerHealth, StepRequest
 from .mcp import RpcRequest, RpcResponse
-from .protocol import HttpStepPayload
 
 API_VERSION = "1.0.0"
 

@@ -227,7 +227,8 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
     def handle_connect(self, event: Request) -> None:
         super().handle_connect(event)
         if self.handshake_initiated and not self.close_sent:
-            self.scope["extensions"][BACKLOG_EXTENSION] = self.queue.qsize  # type: ignore[index]
+            # ASGI's types have every extension a dict; this one is a function the app calls.
+            self.scope["extensions"][BACKLOG_EXTENSION] = self.queue.qsize  # type: ignore[assignment]
 
     def _handshake_overdue(self) -> None:
         self._handshake_timer = None

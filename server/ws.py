@@ -17,13 +17,14 @@ import logging
 import anyio
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from service_incident import wire
 from service_incident.models import parse_action
+from service_incident.wire import ErrorCode, ProtocolError, core_error
 
-from . import mcp, protocol
+from . import mcp
 from .fairness import FairTurns, backlog
 from .guard import OriginPolicy
 from .http_episodes import reset
-from .protocol import ErrorCode, ProtocolError, core_error
 from .sessions import Session, SessionRegistry
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ class SessionEndpoint:
         if session is None:
             registry = self.registry
             with contextlib.suppress(WebSocketDisconnect):
-                await websocket.send_text(protocol.capacity_text(registry.active, registry.capacity))
+                await websocket.send_text(wire.capacity_text(registry.active, registry.capacity))
             await _close(websocket, CLOSE_NORMAL, "")
             return
         try:
@@ -76,12 +77,12 @@ class SessionEndpoint:
             session.touch()
             text = message.get("text")
             if text is None:
-                await websocket.send_text(protocol.error_text(_BINARY))
+                await websocket.send_text(wire.error_text(_BINARY))
                 return CLOSE_NORMAL, ""
             try:
                 reply = answer(session, text)
             except ProtocolError as error:
-                reply = protocol.error_text(error)
+                reply = wire.error_text(error)
                 if error.fatal:
                     await websocket.send_text(reply)
                     return CLOSE_NORMAL, ""
@@ -93,19 +94,19 @@ class SessionEndpoint:
 
 def answer(session: Session, text: str) -> str | None:
     """The reply frame to one client frame; None for `close`, which gets no reply."""
-    message = protocol.decode_message(text)
+    message = wire.decode_message(text)
     env = session.env
     try:
         match message:
-            case protocol.StepMessage(data=data):
-                return protocol.observation_text(env.step(parse_action(bytes(data))))
-            case protocol.ResetMessage(data=request):
-                return protocol.observation_text(reset(env, request))
-            case protocol.StateMessage():
-                return protocol.state_text(env.state)
-            case protocol.McpMessage(data=request):
-                return protocol.mcp_text(mcp.handle(request, lambda _session_id: env))
-            case protocol.CloseMessage():
+            case wire.StepMessage(data=data):
+                return wire.observation_text(env.step(parse_action(bytes(data))))
+            case wire.ResetMessage(data=request):
+                return wire.observation_text(reset(env, request))
+            case wire.StateMessage():
+                return wire.state_text(env.state)
+            case wire.McpMessage(data=request):
+                return wire.mcp_text(mcp.handle(request, lambda _session_id: env))
+            case wire.CloseMessage():
                 return None
     except Exception as exc:
         error = core_error(exc)

@@ -21,6 +21,7 @@ from .models import (
     Metrics,
     Observation,
     Postmortem,
+    ResetRequest,
     Resolve,
     RewardMode,
     RunDbQuery,
@@ -120,7 +121,16 @@ class ServiceIncidentEnvironment:
         episode_id: str | None = None,
         reward_mode: RewardMode = "final",
     ) -> Observation:
+        """Start an episode: `start` with these fields of a `ResetRequest`."""
+        request = ResetRequest(
+            task_id=task_id, seed=seed, incident_id=incident_id, episode_id=episode_id, reward_mode=reward_mode
+        )
+        return self.start(request)
+
+    def start(self, request: ResetRequest) -> Observation:
         """Start an episode. Same task, seed and incident give a byte-identical episode."""
+        task_id, seed, incident_id = request.task_id, request.seed, request.incident_id
+        episode_id, reward_mode = request.episode_id, request.reward_mode
         task = self._task(task_id, incident_id, self._holdout is not None)
         seed_drawn = seed is None
         if seed is None:
@@ -285,7 +295,7 @@ class ServiceIncidentEnvironment:
         return world.restored(), watched
 
     def _inspect(self, episode: _Episode, action: Action) -> str:
-        target: str = action.target  # type: ignore[union-attr]
+        target: str = action.target  # type: ignore[union-attr, assignment]
         view = type(action).view
         assert view is not None
         look = episode.telemetry.look(view, target, episode.step)  # type: ignore[arg-type]

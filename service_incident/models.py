@@ -36,7 +36,7 @@ class _ActionBase(Struct, tag_field="action", forbid_unknown_fields=True, kw_onl
     metadata: dict[str, Any] = {}
 
 
-class InspectLogs(_ActionBase, tag="inspect_logs"):
+class InspectLogs(_ActionBase, tag="inspect_logs", frozen=True):
     """Read the last two minutes of log lines from a service's pods."""
 
     kind = "inspect"
@@ -44,7 +44,7 @@ class InspectLogs(_ActionBase, tag="inspect_logs"):
     target: ServiceName
 
 
-class InspectMetrics(_ActionBase, tag="inspect_metrics"):
+class InspectMetrics(_ActionBase, tag="inspect_metrics", frozen=True):
     """Read a service's golden signals (p50/p99 latency, error rate, request rate, CPU, memory) with their history."""
 
     kind = "inspect"
@@ -52,7 +52,7 @@ class InspectMetrics(_ActionBase, tag="inspect_metrics"):
     target: ServiceName
 
 
-class CheckHealth(_ActionBase, tag="check_health"):
+class CheckHealth(_ActionBase, tag="check_health", frozen=True):
     """Ask the orchestrator for a service's pods, restarts, termination reasons, events and probe."""
 
     kind = "inspect"
@@ -60,7 +60,7 @@ class CheckHealth(_ActionBase, tag="check_health"):
     target: ServiceName
 
 
-class InspectDeploys(_ActionBase, tag="inspect_deploys"):
+class InspectDeploys(_ActionBase, tag="inspect_deploys", frozen=True):
     """List a service's recent releases and configuration changes."""
 
     kind = "inspect"
@@ -68,7 +68,7 @@ class InspectDeploys(_ActionBase, tag="inspect_deploys"):
     target: ServiceName
 
 
-class RunDbQuery(_ActionBase, tag="run_db_query"):
+class RunDbQuery(_ActionBase, tag="run_db_query", frozen=True):
     """Read a datastore's own diagnostics: sessions, locks, slow statements, disk, replication."""
 
     kind = "inspect"
@@ -76,7 +76,7 @@ class RunDbQuery(_ActionBase, tag="run_db_query"):
     target: ServiceName
 
 
-class InspectTraces(_ActionBase, tag="inspect_traces"):
+class InspectTraces(_ActionBase, tag="inspect_traces", frozen=True):
     """Read sampled traces of requests through a service: spans with service, operation, duration and status."""
 
     kind = "inspect"
@@ -84,63 +84,63 @@ class InspectTraces(_ActionBase, tag="inspect_traces"):
     target: ServiceName
 
 
-class Restart(_ActionBase, tag="restart"):
+class Restart(_ActionBase, tag="restart", frozen=True):
     """Replace a service's pods (a rollout restart)."""
 
     kind = "remedy"
     target: ServiceName
 
 
-class Rollback(_ActionBase, tag="rollback"):
+class Rollback(_ActionBase, tag="rollback", frozen=True):
     """Roll a service back to its previous release or configuration (a canary included)."""
 
     kind = "remedy"
     target: ServiceName
 
 
-class ScaleUp(_ActionBase, tag="scale_up"):
+class ScaleUp(_ActionBase, tag="scale_up", frozen=True):
     """Double a service's replicas and resources."""
 
     kind = "remedy"
     target: ServiceName
 
 
-class Escalate(_ActionBase, tag="escalate"):
+class Escalate(_ActionBase, tag="escalate", frozen=True):
     """Page the team that owns a service or its provider; they act a step later."""
 
     kind = "remedy"
     target: ServiceName
 
 
-class Failover(_ActionBase, tag="failover"):
+class Failover(_ActionBase, tag="failover", frozen=True):
     """Promote a datastore's replica to primary."""
 
     kind = "remedy"
     target: ServiceName
 
 
-class ExpandVolume(_ActionBase, tag="expand_volume"):
+class ExpandVolume(_ActionBase, tag="expand_volume", frozen=True):
     """Grow a service's data volume online."""
 
     kind = "remedy"
     target: ServiceName
 
 
-class RenewCertificate(_ActionBase, tag="renew_certificate"):
+class RenewCertificate(_ActionBase, tag="renew_certificate", frozen=True):
     """Issue and load a fresh TLS certificate for a service."""
 
     kind = "remedy"
     target: ServiceName
 
 
-class ShedLoad(_ActionBase, tag="shed_load"):
+class ShedLoad(_ActionBase, tag="shed_load", frozen=True):
     """Turn on admission control at a service: requests beyond its usual rate are answered 429."""
 
     kind = "remedy"
     target: ServiceName
 
 
-class Declare(_ActionBase, tag="declare"):
+class Declare(_ActionBase, tag="declare", frozen=True):
     """Name the root-cause service(s) and the incident severity."""
 
     kind = "answer"
@@ -149,14 +149,14 @@ class Declare(_ActionBase, tag="declare"):
     additional_targets: Annotated[list[ServiceName], Meta(max_length=16)] = []
 
 
-class DeclareRootCauses(_ActionBase, tag="declare_rca"):
+class DeclareRootCauses(_ActionBase, tag="declare_rca", frozen=True):
     """Name the root-cause services, for tasks that do not grade severity."""
 
     kind = "answer"
     targets: Annotated[list[ServiceName], Meta(min_length=1, max_length=16)]
 
 
-class Resolve(_ActionBase, tag="resolve"):
+class Resolve(_ActionBase, tag="resolve", frozen=True):
     """Close the incident as mitigated; checked against the world, not taken on trust."""
 
     kind = "answer"
@@ -183,14 +183,14 @@ Action = (
     | Resolve
 )
 ACTION_TYPES: tuple[type[_ActionBase], ...] = typing.get_args(Action)
-ACTION_NAMES: tuple[str, ...] = tuple(cls.__struct_config__.tag for cls in ACTION_TYPES)
+ACTION_NAMES: tuple[str, ...] = tuple(str(cls.__struct_config__.tag) for cls in ACTION_TYPES)
 INSPECTIONS: tuple[type[_ActionBase], ...] = tuple(t for t in ACTION_TYPES if t.kind == "inspect")
 REMEDIATIONS: tuple[type[_ActionBase], ...] = tuple(t for t in ACTION_TYPES if t.kind == "remedy")
 ACTIONS_BY_NAME: dict[str, type[_ActionBase]] = dict(zip(ACTION_NAMES, ACTION_TYPES, strict=True))
 
 
 def action_name(action: Action | type[_ActionBase]) -> str:
-    return action.__struct_config__.tag
+    return str(action.__struct_config__.tag)
 
 
 def describe(action_type: type[_ActionBase]) -> str:
@@ -337,6 +337,10 @@ class State(Struct, kw_only=True):
 RewardMode = Literal["final", "dense"]
 
 
+# The longest episode id, as OpenEnv bounds it.
+MAX_EPISODE_ID_CHARS = 255
+
+
 class ResetRequest(Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
     """Arguments of `reset`, for every caller (environment, wire, HTTP, client, evaluation).
 
@@ -347,7 +351,7 @@ class ResetRequest(Struct, kw_only=True, forbid_unknown_fields=True, frozen=True
     task_id: str | None = None
     seed: int | None = None
     incident_id: str | None = None
-    episode_id: Annotated[str, Meta(min_length=1, max_length=255)] | None = None
+    episode_id: Annotated[str, Meta(min_length=1, max_length=MAX_EPISODE_ID_CHARS)] | None = None
     reward_mode: RewardMode = "final"
 
 

@@ -18,10 +18,11 @@ PURE = (
 FORBIDDEN = ("socket", "websockets", "anyio", "uvicorn", "openai")
 
 
-def loaded_after_importing(modules: tuple[str, ...]) -> list[str]:
+def loaded_after_importing(modules: tuple[str, ...], then: str = "") -> list[str]:
     code = (
         "import importlib, json, sys\n"
         f"for name in {list(modules)!r}: importlib.import_module(name)\n"
+        f"{then}\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
@@ -36,12 +37,34 @@ def test_the_core_and_the_report_load_no_io_library() -> None:
 
 
 def test_the_check_sees_an_io_library_when_one_is_loaded() -> None:
-    # The evaluation runner plays over the WebSocket client: the same check must catch it.
-    loaded = loaded_after_importing(("service_incident.harness.evaluation",))
-    assert {"websockets", "anyio"} <= {name.split(".")[0] for name in loaded}
+    loaded = loaded_after_importing(("service_incident.client",))
+    assert "websockets" in {name.split(".")[0] for name in loaded}
+
+
+IN_PROCESS_EVALUATION = """
+import anyio
+from service_incident.harness.evaluation import evaluate, reference_policy
+from service_incident.harness.records import plan
+from service_incident.harness.session import InProcess
+from service_incident.tasks import TASKS
+records = anyio.run(lambda: evaluate(reference_policy("expert"), plan([TASKS["easy"]]), sessions=InProcess()))
+assert records and all(record.failure is None for record in records), records
+"""
+
+
+def test_an_in_process_evaluation_loads_neither_the_client_nor_websockets() -> None:
+    loaded = loaded_after_importing((), then=IN_PROCESS_EVALUATION)
+    assert "service_incident.harness.evaluation" in loaded
+    assert [name for name in loaded if name.split(".")[0] == "websockets" or ".client" in name] == []
 
 
 def test_the_evaluation_command_needs_openai_only_for_the_llm_agent() -> None:
     # An image without the model client still evaluates the reference agents.
     loaded = loaded_after_importing(("service_incident.harness.cli",))
     assert "openai" not in {name.split(".")[0] for name in loaded}
+
+
+def test_the_client_loads_the_wire_without_the_server() -> None:
+    loaded = loaded_after_importing(("service_incident.client",))
+    assert "service_incident.wire" in loaded
+    assert [name for name in loaded if name.startswith("service_incident.server")] == []

@@ -27,7 +27,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from service_incident.client import LocalServer
 from service_incident.client.base import ws_url
-from service_incident.server.protocol import MAX_JSON_DEPTH
+from service_incident.wire import MAX_JSON_DEPTH
 
 JSON = {"Content-Type": "application/json"}
 DECLARE = {"action": "declare", "target": "gateway", "severity": "P2"}

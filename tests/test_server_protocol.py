@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 
-from service_incident.server.protocol import (
+from service_incident.models import MAX_EPISODE_ID_CHARS, ResetRequest
+from service_incident.server.http_api import StepOptions
+from service_incident.wire import (
     MAX_JSON_DEPTH,
     MAX_QUOTE_CHARS,
     ErrorCode,
@@ -15,7 +18,32 @@ from service_incident.server.protocol import (
     check_depth,
     clip,
     decode_message,
+    valid_episode_id,
 )
+
+LONGEST = "a" * MAX_EPISODE_ID_CHARS
+EPISODE_IDS = ["ep-1", "!~", LONGEST, "", LONGEST + "a", "a b", "é", "a\x7f", "a\n"]
+
+
+def _decodes(type_: type, fields: dict[str, object]) -> bool:
+    try:
+        msgspec.convert(fields, type_)
+    except msgspec.ValidationError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("episode_id", EPISODE_IDS)
+def test_the_episode_id_rule_is_one_for_the_header_and_the_body(episode_id: str) -> None:
+    assert valid_episode_id(episode_id) == _decodes(StepOptions, {"episode_id": episode_id})
+
+
+@pytest.mark.parametrize("episode_id", EPISODE_IDS)
+def test_a_reset_bounds_an_episode_id_as_the_header_rule_does(episode_id: str) -> None:
+    # A reset takes any characters (only a header needs visible ASCII), within the same length.
+    within = 1 <= len(episode_id) <= MAX_EPISODE_ID_CHARS
+    assert _decodes(ResetRequest, {"episode_id": episode_id}) == within
+    assert not valid_episode_id(episode_id) or within
 
 
 @pytest.mark.parametrize(

@@ -254,7 +254,7 @@ def _as_param(message: ChatCompletionMessage) -> ChatCompletionMessageParam:
                 "function": {"name": call.function.name, "arguments": call.function.arguments},
             }
             for call in message.tool_calls
-            if getattr(call, "function", None)
+            if call.type == "function"
         ]
     return param  # type: ignore[return-value]
 
@@ -438,4 +438,4 @@ def _validate(payload: dict[str, Any]) -> Action:
 
 def _tool_text(message: ChatCompletionMessage) -> str:
     calls = message.tool_calls or []
-    return "; ".join(f"{c.function.name}({c.function.arguments})" for c in calls if getattr(c, "function", None))
+    return "; ".join(f"{c.function.name}({c.function.arguments})" for c in calls if c.type == "function")

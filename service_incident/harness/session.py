@@ -8,22 +8,24 @@ the way an HTTP client runs over either a network or an in-process ASGI transpor
   `WebSocket.embedded()` starts one on a free local port for as long as it is used
   (`over_websocket(base_url_or_None)` picks between the two).
 
-Both give the same observations for the same task, seed and actions.
+Both give the same observations for the same task, seed and actions. The client is imported when a
+WebSocket session is asked for: an in-process evaluation loads neither it nor websockets.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 import msgspec
 
-from service_incident.client import LocalServer, ServiceIncidentEnv
-
 from ..environment import ServiceIncidentEnvironment
 from ..models import Action, Observation, ResetRequest
+
+if TYPE_CHECKING:
+    from service_incident.client import ServiceIncidentEnv
 
 
 class Session(Protocol):
@@ -46,7 +48,7 @@ class _InProcessSession:
         self._env = env
 
     async def reset(self, request: ResetRequest) -> Observation:
-        observation = self._env.reset(**msgspec.structs.asdict(request))
+        observation = self._env.start(request)
         # The environment never waits; a checkpoint lets concurrent episodes (and model calls) take turns.
         await anyio.lowlevel.checkpoint()
         return observation
@@ -93,6 +95,8 @@ class WebSocket:
 
     @asynccontextmanager
     async def open(self) -> AsyncIterator[Session]:
+        from service_incident.client import ServiceIncidentEnv
+
         async with ServiceIncidentEnv(self.base_url) as env:
             yield _WebSocketSession(env)
 
@@ -100,6 +104,8 @@ class WebSocket:
     @asynccontextmanager
     async def embedded(cls) -> AsyncIterator[WebSocket]:
         """A server of our own on a free local port, stopped when the block ends (interrupted too)."""
+        from service_incident.client import LocalServer
+
         local = LocalServer()
         try:
             yield cls(await anyio.to_thread.run_sync(local.start))

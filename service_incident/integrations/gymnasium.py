@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import string
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium
 import msgspec
@@ -51,7 +51,7 @@ def _ascii(value: str) -> str:
 class ServiceIncidentGymEnv(gymnasium.Env[str, str]):
     """Gymnasium's `Env` API over one `ServiceIncidentEnvironment`."""
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+    metadata = {"render_modes": ["ansi"]}  # noqa: RUF012 (gymnasium.Env declares it an instance attribute)
 
     def __init__(
         self,

@@ -63,6 +63,7 @@ def _action_tools() -> tuple[ToolSpec, ...]:
     specs = []
     for cls in ACTION_TYPES:
         config = cls.__struct_config__
+        assert config.tag_field is not None
         # The tool's name is the action's tag, so the tag is no argument.
         hidden = HIDDEN_FIELDS | {config.tag_field}
         specs.append(_spec(str(config.tag), cls, components[cls.__name__], hidden))

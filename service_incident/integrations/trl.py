@@ -73,6 +73,7 @@ class IncidentToolEnv:
         page = self._episode.reset(task_id=task_id, seed=seed, incident_id=incident_id, reward_mode=self._mode)
         if "prompt" in row:
             return page
+        assert self._episode.observation is not None
         task = find_task(self._episode.observation.task_id, held_out=self._held_out)
         assert task is not None
         return instructions(task) + page

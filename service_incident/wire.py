@@ -1,9 +1,10 @@
 """The OpenEnv wire format, for the server and the client alike: frames, error codes, their JSON.
 
 Sans-I/O, in the manner of websockets' `frames.py`: it turns text into typed messages and typed
-results into text, and knows nothing of sockets. The client imports the frames from here too, so
-each is defined once; this module loads msgspec and the core's models only. Decoders and encoders
-are built once at import; a well-formed frame costs one decode.
+results into text, and knows nothing of sockets. It sits beside the core rather than in the server so
+that the client imports the frames without the server: each is defined once, and this module loads
+msgspec and the core's models only. Decoders and encoders are built once at import; a well-formed
+frame costs one decode.
 
 Everything a client sends is bounded before it is believed: nesting depth (`MAX_JSON_DEPTH`), and
 the length of any piece of it an error message quotes back (`clip`).
@@ -14,12 +15,19 @@ from __future__ import annotations
 import ipaddress
 import re
 from enum import StrEnum
-from typing import Any, Generic, TypeVar, get_args
+from typing import Annotated, Any, Generic, TypeVar, get_args
 
 import msgspec
-from msgspec import Raw, Struct
+from msgspec import Meta, Raw, Struct
 
-from service_incident.models import InvalidAction, InvalidReset, Observation, ResetRequest, State
+from service_incident.models import (
+    MAX_EPISODE_ID_CHARS,
+    InvalidAction,
+    InvalidReset,
+    Observation,
+    ResetRequest,
+    State,
+)
 
 T = TypeVar("T")
 
@@ -47,9 +55,12 @@ MAX_JSON_DEPTH = 32
 MAX_QUOTE_CHARS = 400
 MAX_FIELD_CHARS = 100
 
-# An episode id travels in the `Episode-Id` header: visible ASCII only, and bounded like OpenEnv's.
-EPISODE_ID_PATTERN = r"^[!-~]{1,255}$"
-_EPISODE_ID = re.compile(EPISODE_ID_PATTERN)
+# An episode id travels in the `Episode-Id` header: visible ASCII only, and bounded like any reset's.
+# The HTTP API checks it in a body (the type) and in the header (the function) by this one pattern.
+_EPISODE_ID_PATTERN = rf"^[!-~]{{1,{MAX_EPISODE_ID_CHARS}}}$"
+EpisodeId = Annotated[str, Meta(pattern=_EPISODE_ID_PATTERN)]
+EPISODE_ID_RULE = f"1 to {MAX_EPISODE_ID_CHARS} visible ASCII characters"
+_EPISODE_ID = re.compile(_EPISODE_ID_PATTERN)
 
 
 def clip(text: str, limit: int = MAX_QUOTE_CHARS) -> str:
@@ -151,8 +162,8 @@ def check_depth(text: str | bytes) -> None:
     `[[[` before it finds the end missing. Past the first error of a broken document the count may
     be wrong, but only ever for a document that is refused either way.
     """
-    square, curly = ("[", "{") if isinstance(text, str) else (b"[", b"{")
-    if text.count(square) + text.count(curly) <= MAX_JSON_DEPTH:
+    opened = text.count("[") + text.count("{") if isinstance(text, str) else text.count(b"[") + text.count(b"{")
+    if opened <= MAX_JSON_DEPTH:
         return
     data = text.encode(errors="surrogatepass") if isinstance(text, str) else text
     if b"\\" in data:  # escaped backslashes, then escaped quotes: what is left of a quote delimits a string

@@ -1,0 +1,44 @@
+"""The reset parameters are defined once, by `ResetRequest`: the keyword `reset()` is a facade over
+`start(request)`, with the same fields and defaults, the same episodes and the same errors."""
+
+from __future__ import annotations
+
+import inspect
+
+import msgspec
+import pytest
+
+from service_incident.environment import ServiceIncidentEnvironment
+from service_incident.models import InvalidReset, ResetRequest
+
+
+def test_the_keyword_reset_takes_exactly_the_fields_of_a_reset_request() -> None:
+    parameters = inspect.signature(ServiceIncidentEnvironment.reset).parameters
+    keywords = {name: p.default for name, p in parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    fields = {field.name: field.default for field in msgspec.structs.fields(ResetRequest)}
+    assert keywords == fields
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"seed": 5, "episode_id": "ep-1"},
+        {"task_id": "hard", "seed": 7, "episode_id": "ep-2"},
+        {"task_id": "gen_medium", "seed": 11, "episode_id": "ep-3", "reward_mode": "dense"},
+        {"incident_id": "hard_001", "seed": 3, "episode_id": "ep-4"},
+    ],
+)
+def test_both_forms_start_the_same_episode(fields: dict[str, object]) -> None:
+    by_keywords, by_request = ServiceIncidentEnvironment(), ServiceIncidentEnvironment()
+    first = by_keywords.reset(**fields)  # type: ignore[arg-type]
+    assert msgspec.json.encode(first) == msgspec.json.encode(by_request.start(ResetRequest(**fields)))  # type: ignore[arg-type]
+    assert msgspec.json.encode(by_keywords.state) == msgspec.json.encode(by_request.state)
+
+
+@pytest.mark.parametrize("fields", [{"task_id": "nightmare"}, {"seed": -1}, {"reward_mode": "sparse"}])
+def test_both_forms_refuse_the_same_arguments_with_the_same_message(fields: dict[str, object]) -> None:
+    with pytest.raises(InvalidReset) as by_keywords:
+        ServiceIncidentEnvironment().reset(**fields)  # type: ignore[arg-type]
+    with pytest.raises(InvalidReset) as by_request:
+        ServiceIncidentEnvironment().start(ResetRequest(**fields))  # type: ignore[arg-type]
+    assert str(by_keywords.value) == str(by_request.value)
