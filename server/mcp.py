@@ -313,8 +313,8 @@ class McpEndpoint:
             # Only MCP clients name a protocol revision. No revision is served without the SDK, and
             # saying so (an empty `supported`) stops a client at this one error, naming the extra,
             # rather than at a handshake after it that could only fail the same way.
-            error = RpcError(UNSUPPORTED_PROTOCOL_VERSION, _NEEDS_SDK, {"supported": [], "requested": version})
-            await _reply(send, 400, RpcResponse("2.0", _request_id(request), error=error))
+            refusal = RpcError(UNSUPPORTED_PROTOCOL_VERSION, _NEEDS_SDK, {"supported": [], "requested": version})
+            await _reply(send, 400, RpcResponse("2.0", _request_id(request), error=refusal))
             return
         if manager is not None and version and version not in self.handshake_versions:
             await _reply(send, 400, self._unsupported(request, version))

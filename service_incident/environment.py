@@ -198,9 +198,9 @@ class ServiceIncidentEnvironment:
             message = self._inspect(episode, action)
         elif action.kind == "remedy":
             # A remediation action's tag is the remedy it applies.
-            episode.world.remediate(name, action.target)  # type: ignore[arg-type, union-attr]
+            episode.world.remediate(name, action.target)  # type: ignore[arg-type]
             episode.ledger.remedied(scoring.judge_remedy(episode.world))
-            message = _DONE_REMEDY[name].format(t=action.target)  # type: ignore[union-attr]
+            message = _DONE_REMEDY[name].format(t=action.target)
         elif isinstance(action, Resolve):
             if action.target is not None and episode.ledger.declared is None:
                 # Resolving "the service I fixed" names it as the root cause, as the response system did.
@@ -209,7 +209,7 @@ class ServiceIncidentEnvironment:
             outcome = "service restored" if restored else "users still failing, incident reopened"
             message = f"Resolved the incident after watching for {watched} min: {outcome}."
         else:
-            message = self._declare(episode, action)  # type: ignore[arg-type]
+            message = self._declare(episode, action)
         if error is None and name in episode.task.ends_on:
             self._finish(episode)
         if not episode.done and episode.step >= episode.task.max_steps:

@@ -95,7 +95,8 @@ def _span_source(world: World, service: str, states: dict[str, ServiceState]) ->
     )
 
 
-def _span(
+# One span's every outcome (fault, herring, timeout, retry) in one place: they share the draws' order.
+def _span(  # noqa: C901
     world: World,
     service: str,
     states: dict[str, ServiceState],

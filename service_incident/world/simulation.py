@@ -146,7 +146,8 @@ def simulate(plan: Plan, minute: Minute) -> dict[str, ServiceState]:
     return states
 
 
-def _service_state(
+# Runs once per service per simulated minute: splitting it further costs measurably on that path.
+def _service_state(  # noqa: C901
     constants: LoopConstants,
     requests: float,
     w1: float,
