@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
+from .episode_log import open_log
 from .errors import EXCEPTION_HANDLERS, JSON
 from .guard import OriginPolicy, RequestGuard
 from .http_api import HttpApi
@@ -32,6 +33,7 @@ from .http_episodes import EpisodeStore
 from .mcp import McpEndpoint
 from .openapi import openapi_document
 from .protocol import encode, is_loopback
+from .replay import Replayer
 from .sessions import Clock, SessionRegistry, environments
 from .settings import Settings
 from .webui import ResultFiles, WebUI
@@ -40,6 +42,12 @@ from .ws import SessionEndpoint
 # Bounds on how often idle sessions and episodes are looked for: often enough for short test
 # timeouts, rarely enough to cost nothing in production.
 _REAP_MIN_S, _REAP_MAX_S = 0.05, 5.0
+# An episode used within this long (and not over) is live: a full server never evicts another
+# client's live episode, it refuses the newcomer instead (bounded.py).
+EPISODE_LIVE_S = 60.0
+# Logged episodes one client address keeps, WebSocket and HTTP together (an evaluation runs hundreds
+# of sessions from one address); its oldest go first.
+LOGGED_PER_CLIENT = 4096
 
 
 def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) -> Starlette:
@@ -47,12 +55,22 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
     settings = settings or Settings.load()
     new_env = environments(settings.holdout_key)
     registry = SessionRegistry(settings.max_concurrent_envs, settings.session_idle_timeout_s, clock, new_env)
+    idle_s = max(settings.session_idle_timeout_s, settings.http_episode_idle_timeout_s)
+    log = open_log(
+        settings.episode_store,
+        settings.max_concurrent_envs + settings.http_max_episodes,
+        LOGGED_PER_CLIENT,
+        idle_s,
+        clock,
+    )
+    replayer = Replayer(log, new_env, settings.holdout_key)
     episodes = EpisodeStore(
+        replayer,
         settings.http_max_episodes,
         settings.http_max_episodes_per_client,
         settings.http_episode_idle_timeout_s,
+        EPISODE_LIVE_S,
         clock,
-        new_env,
     )
     api = HttpApi(episodes, registry, _implicit_policy(settings), settings.holdout_key)
     mcp = McpEndpoint(
@@ -62,6 +80,7 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
         clock,
         settings.http_max_body_bytes,
         new_env,
+        settings.mcp_max_sessions_per_client,
     )
     interval = min(settings.session_idle_timeout_s, settings.http_episode_idle_timeout_s) / 4
     interval = min(max(interval, _REAP_MIN_S), _REAP_MAX_S)
@@ -70,14 +89,19 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
         while True:
             await anyio.sleep(interval)
             registry.reap()
-            episodes.expire()
+            await episodes.expire()
+            mcp.expire()
+            await log.expire()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with mcp.running(), anyio.create_task_group() as tasks:
             tasks.start_soon(reap_forever)
-            yield
-            tasks.cancel_scope.cancel()
+            try:
+                yield
+            finally:
+                tasks.cancel_scope.cancel()
+                await log.aclose()
 
     openapi = encode(openapi_document())
 
@@ -86,7 +110,7 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
 
     origins = OriginPolicy(settings.origins)
     routes: list[BaseRoute] = [
-        WebSocketRoute("/ws", SessionEndpoint(registry, origins).serve),
+        WebSocketRoute("/ws", SessionEndpoint(registry, origins, replayer).serve),
         Route("/openapi.json", openapi_json, methods=["GET"]),
         Route("/mcp", mcp),
         *api.routes(),

@@ -22,8 +22,8 @@ from service_incident.models import parse_action
 from . import mcp, protocol
 from .fairness import FairTurns, backlog
 from .guard import OriginPolicy
-from .http_episodes import reset
 from .protocol import ErrorCode, ProtocolError, core_error
+from .replay import Replayer, UnknownEpisode
 from .sessions import Session, SessionRegistry
 
 log = logging.getLogger(__name__)
@@ -36,9 +36,10 @@ _BINARY = ProtocolError(ErrorCode.SESSION_ERROR, "Binary frames are not supporte
 
 
 class SessionEndpoint:
-    def __init__(self, registry: SessionRegistry, origins: OriginPolicy) -> None:
+    def __init__(self, registry: SessionRegistry, origins: OriginPolicy, replayer: Replayer) -> None:
         self.registry = registry
         self.origins = origins
+        self.replayer = replayer
         self.turns = FairTurns()
 
     async def serve(self, websocket: WebSocket) -> None:
@@ -47,7 +48,8 @@ class SessionEndpoint:
             return
         # Accept before refusing, as stock OpenEnv does: its clients read the reason from an error frame.
         await websocket.accept()
-        session = self.registry.open()
+        owner = websocket.client.host if websocket.client else ""
+        session = self.registry.open(owner)
         if session is None:
             registry = self.registry
             with contextlib.suppress(WebSocketDisconnect):
@@ -73,13 +75,13 @@ class SessionEndpoint:
             message = await websocket.receive()
             if message["type"] == "websocket.disconnect":
                 return None
-            session.touch()
+            self.registry.touch(session)
             text = message.get("text")
             if text is None:
                 await websocket.send_text(protocol.error_text(_BINARY))
                 return CLOSE_NORMAL, ""
             try:
-                reply = answer(session, text)
+                reply = await self.answer(session, text)
             except ProtocolError as error:
                 reply = protocol.error_text(error)
                 if error.fatal:
@@ -90,30 +92,63 @@ class SessionEndpoint:
             await websocket.send_text(reply)
             await self.turns.after_frame(queued() if queued else 0)
 
+    async def answer(self, session: Session, text: str) -> str | None:
+        """The reply frame to one client frame; None for `close`, which gets no reply.
 
-def answer(session: Session, text: str) -> str | None:
-    """The reply frame to one client frame; None for `close`, which gets no reply."""
-    message = protocol.decode_message(text)
-    env = session.env
-    try:
-        match message:
-            case protocol.StepMessage(data=data):
-                return protocol.observation_text(env.step(parse_action(bytes(data))))
-            case protocol.ResetMessage(data=request):
-                return protocol.observation_text(reset(env, request))
-            case protocol.StateMessage():
-                return protocol.state_text(env.state)
-            case protocol.McpMessage(data=request):
-                return protocol.mcp_text(mcp.handle(request, lambda _session_id: env))
-            case protocol.CloseMessage():
-                return None
-    except Exception as exc:
-        error = core_error(exc)
-        if error is not None:
-            raise error from None
-        # The exception text could carry environment internals; the client gets its type only.
-        log.exception("environment failed on a %s message", type(message).__name__)
-        raise ProtocolError(ErrorCode.EXECUTION_ERROR, f"{type(exc).__name__} in the environment") from None
+        A reset or step is saved in the episode log before its reply is sent, so whatever a client
+        has seen can be resumed on another socket, in this process or any other sharing the store.
+        """
+        message = protocol.decode_message(text)
+        try:
+            match message:
+                case protocol.StepMessage(data=data):
+                    action = parse_action(bytes(data))
+                    if session.episode is None:
+                        return protocol.observation_text(session.env.step(action))
+                    observation = session.episode.step(action)
+                    await self.replayer.save(session.episode)
+                    return protocol.observation_text(observation)
+                case protocol.ResetMessage(data=request):
+                    previous = session.episode
+                    episode_id, session.episode, observation = self.replayer.begin(request, session.owner, session.env)
+                    if previous is not None:
+                        await self.replayer.drop(previous)
+                    await self.replayer.save(session.episode)
+                    return protocol.reset_text(observation, episode_id)
+                case protocol.ResumeMessage(data=resume):
+                    return await self._resume(session, resume)
+                case protocol.StateMessage():
+                    return protocol.state_text(session.env.state)
+                case protocol.McpMessage(data=request):
+                    reply = protocol.mcp_text(mcp.handle(request, lambda _session_id: session.episode or session.env))
+                    if session.episode is not None:
+                        await self.replayer.save(session.episode)
+                    return reply
+                case protocol.CloseMessage():
+                    if session.episode is not None:
+                        await self.replayer.drop(session.episode)
+                    return None
+        except UnknownEpisode as exc:
+            raise ProtocolError(ErrorCode.UNKNOWN_EPISODE, str(exc)) from None
+        except Exception as exc:
+            error = core_error(exc)
+            if error is not None:
+                raise error from None
+            # The exception text could carry environment internals; the client gets its type only.
+            log.exception("environment failed on a %s message", type(message).__name__)
+            raise ProtocolError(ErrorCode.EXECUTION_ERROR, f"{type(exc).__name__} in the environment") from None
+
+    async def _resume(self, session: Session, resume: protocol.Resume) -> str:
+        episode = await self.replayer.restore(resume.episode_id, session.owner)
+        # The log holds every step the client saw answered, and at most the one whose reply it lost.
+        if not resume.steps <= episode.logged <= resume.steps + 1:
+            raise UnknownEpisode(
+                f"the episode has taken {episode.logged} steps, not {resume.steps}: reset to start over"
+            )
+        assert episode.last is not None
+        session.env.close()
+        session.env, session.episode = episode.env, episode
+        return protocol.resumed_text(episode.last, episode.logged)
 
 
 async def _close(websocket: WebSocket, code: int, reason: str) -> None:
