@@ -10,12 +10,17 @@ of inference results for the page to replay.
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import anyio
 import uvicorn
@@ -151,9 +156,18 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="stop when standard input closes: the launching process ended, however it ended",
     )
+    parser.add_argument(
+        "--workers",
+        help="server processes on one port, a number or `auto` (one per core) (WORKERS; default 1)",
+    )
     args = parser.parse_args(argv)
-    overrides = {name: value for name in ("host", "port") if (value := getattr(args, name)) is not None}
+    overrides = {name: value for name in ("host", "port", "workers") if (value := getattr(args, name)) is not None}
     settings = Settings.load(**overrides)
+    if settings.worker_count > 1:
+        if args.fd is not None:
+            parser.error("--fd serves one process: give --workers a port instead")
+        _serve_workers(settings, overrides, args.exit_with_stdin)
+        return
     options = settings.uvicorn_options()
     sockets = None
     if args.fd is not None:
@@ -167,6 +181,30 @@ def main(argv: list[str] | None = None) -> None:
     if args.exit_with_stdin:
         threading.Thread(target=_stop_at_eof, args=(server,), name="exit-with-stdin", daemon=True).start()
     server.run(sockets=sockets)
+
+
+def _serve_workers(settings: Settings, overrides: dict[str, object], exit_with_stdin: bool) -> None:
+    """uvicorn's workers: processes on one port, each building the app from the environment, so the
+    settings travel there; without a store of their own they share a SQLite file made here."""
+    environ = {name.upper(): str(value) for name, value in overrides.items()}
+    folder = None
+    if settings.episode_store == "memory":
+        folder = tempfile.mkdtemp(prefix="service-incident-")
+        environ["EPISODE_STORE"] = f"sqlite://{Path(folder, 'episodes.sqlite3')}"
+    os.environ.update(environ)
+    if exit_with_stdin:
+        threading.Thread(target=_signal_at_eof, name="exit-with-stdin", daemon=True).start()
+    try:
+        uvicorn.run("service_incident.server.app:create_app", factory=True, **settings.uvicorn_options())
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _signal_at_eof() -> None:
+    while sys.stdin.buffer.read(65536):
+        pass
+    os.kill(os.getpid(), signal.SIGTERM)  # uvicorn's supervisor stops its workers on it
 
 
 def _stop_at_eof(server: uvicorn.Server) -> None:

@@ -21,8 +21,8 @@ from starlette.responses import Response
 
 from .bounded import AtCapacity
 from .http_episodes import UnknownEpisode
-from .replay import Diverged
 from .protocol import ErrorDetail, ProtocolError, clip, encode
+from .replay import Diverged
 
 JSON = "application/json"
 

@@ -21,7 +21,6 @@ from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.integrations import text
 from service_incident.models import ACTION_NAMES, parse_action
 from service_incident.server.app import create_app
-from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.server.mcp import McpSession, session_store
 from service_incident.server.settings import Settings
 
