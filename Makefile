@@ -38,8 +38,11 @@ $(OPENENV_VENV)/.installed: EXTRAS := interop
 # where that cannot be done the browser tests are skipped and say why. No `playwright install` or
 # driver download: browsers are only to be had from Debian's packages here.
 BROWSER_PACKAGES := chromium chromium-driver fonts-dejavu-core
+# The scale-out tests (tests/test_scale_*.py) run two servers behind Debian's nginx with Debian's
+# redis-server as their episode store, installed like Chromium, and skipped with a reason without.
+SCALE_PACKAGES := nginx-light redis-server
 
-.PHONY: run test test-install lint docs browser clean rebuild
+.PHONY: run test test-install lint docs browser scale-services clean rebuild
 browser:
 	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -48,6 +51,15 @@ browser:
 			--no-install-recommends $(BROWSER_PACKAGES) >/dev/null; } \
 		|| echo "warning: could not install Chromium: the browser tests will be skipped"; \
 	else echo "warning: Chromium is missing and installing it needs root and apt-get: the browser tests will be skipped"; fi
+
+scale-services:
+	@if command -v nginx >/dev/null 2>&1 && command -v redis-server >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing $(SCALE_PACKAGES) for the scale-out tests"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=120 \
+			--no-install-recommends $(SCALE_PACKAGES) >/dev/null; } \
+		|| echo "warning: could not install nginx and redis-server: the scale-out tests will be skipped"; \
+	else echo "warning: nginx or redis-server is missing and installing them needs root and apt-get: the scale-out tests will be skipped"; fi
 
 # Silent recipe: inference.py's stdout is a contract of [START]/[STEP]/[END] lines only.
 run: $(VENV)/.installed
@@ -63,7 +75,7 @@ docs: $(VENV)/.installed
 
 # tests/conftest.py finds the stock OpenEnv venv through OPENENV_PYTHON. The tests that install the
 # package into new venvs (marked slow) are `make test-install`'s, which CI runs after this.
-test: lint $(OPENENV_VENV)/.installed browser
+test: lint $(OPENENV_VENV)/.installed browser scale-services
 	OPENENV_PYTHON=$(abspath $(OPENENV_VENV))/bin/python $(PY) -m pytest -q -m 'not slow'
 
 # Every install path on fresh copies of the repository: pip install . and -e, the commands, make run.

@@ -77,6 +77,9 @@ class EpisodeLost(ServerError):
     has it (expired, evicted, or kept by a process that died without a shared store). Later calls
     raise it at once; `reset()` starts a new episode."""
 
+    # How an evaluation knows to report the episode apart, without importing the client.
+    episode_lost = True
+
 
 class SessionClosed(EnvClientError, ConnectionError):
     """The socket is closed, by the server or by the client giving up on it (a ping unanswered, a

@@ -13,6 +13,7 @@ Both give the same observations for the same task, seed and actions.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Protocol
@@ -82,10 +83,13 @@ class _WebSocketSession:
 
 
 class WebSocket:
-    """Episodes over the WebSocket client, a session each, against the server at `base_url`."""
+    """Episodes over the WebSocket client, a session each, against the server at `base_url`: or
+    spread in turn across several, comma-separated (servers sharing an episode store, or not)."""
 
     def __init__(self, base_url: str) -> None:
         self.base_url = base_url
+        self.base_urls = [url.strip() for url in base_url.split(",") if url.strip()]
+        self._turn = itertools.cycle(self.base_urls)
 
     @property
     def where(self) -> str:
@@ -93,7 +97,7 @@ class WebSocket:
 
     @asynccontextmanager
     async def open(self) -> AsyncIterator[Session]:
-        async with ServiceIncidentEnv(self.base_url) as env:
+        async with ServiceIncidentEnv(next(self._turn)) as env:
             yield _WebSocketSession(env)
 
     @classmethod
