@@ -328,16 +328,16 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             self._ws = None
             frame = closed.rcvd or closed.sent  # the server's close, else ours (1011: no pong)
             code = frame.code if frame else None
-            if self._episode_id is not None and not fresh and code in RESUMABLE_CLOSES:
-                return await self._resume(message, step)
+            if code in RESUMABLE_CLOSES and (fresh or self._episode_id is not None):
+                return await self._resume(message, step, fresh)
             self._lost = SessionClosed(code, frame.reason if frame else "")
             raise self._lost from None
         return self._decode(raw)
 
-    async def _resume(self, pending: bytes, step: bool) -> Any:
+    async def _resume(self, pending: bytes, step: bool, fresh: bool) -> Any:
         """Carry the episode on in a new session (this server's process, or another sharing its store)
-        and answer the call that was in flight: the log says whether the server took it."""
-        assert self._episode_id is not None
+        and answer the call that was in flight: the log says whether the server took it. A reset
+        (`fresh`) needs no episode: it is sent again, and starts its episode there."""
         self._abandon()
         deadline = asyncio.get_running_loop().time() + self.resume_timeout_s
         while True:
@@ -353,6 +353,9 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self.resumes += 1
         try:
             async with asyncio.timeout(self.message_timeout_s):
+                if fresh or self._episode_id is None:
+                    await ws.send(pending, text=True)
+                    return self._decode(await ws.recv(decode=False))
                 await ws.send(_encode(ResumeMessage(Resume(self._episode_id, self._steps))), text=True)
                 resumed = self._decode(await ws.recv(decode=False), lost=True)
                 if not isinstance(resumed, ResumedFrame):
