@@ -10,6 +10,7 @@ of inference results for the page to replay.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import shutil
 import signal
@@ -98,10 +99,14 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
             mcp.expire()
             await log.expire()
 
+    origins = OriginPolicy(settings.origins)
+    sessions = SessionEndpoint(registry, origins, replayer)
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with mcp.running(), anyio.create_task_group() as tasks:
             tasks.start_soon(reap_forever)
+            _drain_before_exit(sessions)
             try:
                 yield
             finally:
@@ -113,9 +118,8 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
     async def openapi_json(request: Request) -> Response:
         return Response(openapi, media_type=JSON)
 
-    origins = OriginPolicy(settings.origins)
     routes: list[BaseRoute] = [
-        WebSocketRoute("/ws", SessionEndpoint(registry, origins, replayer).serve),
+        WebSocketRoute("/ws", sessions.serve),
         Route("/openapi.json", openapi_json, methods=["GET"]),
         Route("/mcp", mcp),
         *api.routes(),
@@ -130,6 +134,36 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
         body_timeout_s=settings.http_timeout_s,
     )
     return Starlette(routes=routes, middleware=[guard], exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)
+
+
+def _drain_before_exit(sessions: SessionEndpoint) -> None:
+    """On SIGTERM (a rolling update, a scale-down), drain the WebSocket sessions first, then let
+    uvicorn's own handler shut the server down (it would close every socket at once, 1012).
+
+    Installed from the lifespan, inside uvicorn's signal capture, in whichever process serves the
+    app (each worker too); an app served from a thread leaves the signals alone."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    loop = asyncio.get_running_loop()
+    previous = signal.getsignal(signal.SIGTERM)
+
+    async def drain_then_exit(signum: int) -> None:
+        await sessions.drain()
+        if callable(previous):
+            previous(signum, None)
+
+    draining: set[asyncio.Task[None]] = set()
+
+    def start_draining(signum: int) -> None:
+        task = loop.create_task(drain_then_exit(signum))
+        draining.add(task)
+        task.add_done_callback(draining.discard)
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, previous)  # a second SIGTERM goes straight to uvicorn
+        loop.call_soon_threadsafe(start_draining, signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
 
 
 def _implicit_policy(settings: Settings) -> Callable[[Request], bool]:

@@ -94,6 +94,11 @@ class SessionRegistry:
         self._sessions.pop(session.key)
         session.env.close()
 
+    def close_all(self) -> None:
+        """Cancel every session (the server is shutting down); their handlers close and release them."""
+        for session in list(self._sessions.values()):
+            session.scope.cancel()
+
     def reap(self) -> int:
         """Cancel sessions idle past the deadline (their handlers then close the socket and release);
         how many were cancelled."""

@@ -29,7 +29,9 @@ from .sessions import Session, SessionRegistry
 log = logging.getLogger(__name__)
 
 CLOSE_NORMAL = 1000
-CLOSE_GOING_AWAY = 1001  # sent when a session was idle too long
+CLOSE_GOING_AWAY = 1001  # sent when a session was idle too long, or the server is shutting down
+DRAINING = "server shutting down: resume the episode on another"
+DRAIN_S = 5.0
 # A peer that stopped reading can block the close frame forever; the handler must still return.
 CLOSE_SEND_TIMEOUT_S = 2.0
 _BINARY = ProtocolError(ErrorCode.SESSION_ERROR, "Binary frames are not supported: send JSON text frames")
@@ -41,6 +43,16 @@ class SessionEndpoint:
         self.origins = origins
         self.replayer = replayer
         self.turns = FairTurns()
+        self.draining = False
+
+    async def drain(self, within_s: float = DRAIN_S) -> None:
+        """Stop admitting sessions and close every one with 1001 once its frame in flight is answered,
+        so that clients resume elsewhere (their episodes are in the log); waits at most `within_s`."""
+        self.draining = True
+        self.registry.close_all()
+        with anyio.move_on_after(within_s):
+            while self.registry.active:
+                await anyio.sleep(0.01)
 
     async def serve(self, websocket: WebSocket) -> None:
         if not self.origins.allows(websocket.headers):
@@ -49,6 +61,9 @@ class SessionEndpoint:
         # Accept before refusing, as stock OpenEnv does: its clients read the reason from an error frame.
         await websocket.accept()
         owner = websocket.client.host if websocket.client else ""
+        if self.draining:
+            await _close(websocket, CLOSE_GOING_AWAY, DRAINING)  # the client resumes on another process
+            return
         session = self.registry.open(owner)
         if session is None:
             registry = self.registry
@@ -62,7 +77,8 @@ class SessionEndpoint:
             with session.scope, contextlib.suppress(WebSocketDisconnect):
                 closing = await self._converse(websocket, session)
             if session.scope.cancelled_caught:
-                closing = (CLOSE_GOING_AWAY, f"session idle for more than {self.registry.idle_timeout_s:g} s")
+                idle = f"session idle for more than {self.registry.idle_timeout_s:g} s"
+                closing = (CLOSE_GOING_AWAY, DRAINING if self.draining else idle)
             if closing is not None:
                 await _close(websocket, *closing)
         finally:
@@ -80,16 +96,18 @@ class SessionEndpoint:
             if text is None:
                 await websocket.send_text(protocol.error_text(_BINARY))
                 return CLOSE_NORMAL, ""
-            try:
-                reply = await self.answer(session, text)
-            except ProtocolError as error:
-                reply = protocol.error_text(error)
-                if error.fatal:
-                    await websocket.send_text(reply)
+            # A frame begun is finished and answered, even while the server drains.
+            with anyio.CancelScope(shield=True):
+                try:
+                    reply = await self.answer(session, text)
+                except ProtocolError as error:
+                    reply = protocol.error_text(error)
+                    if error.fatal:
+                        await websocket.send_text(reply)
+                        return CLOSE_NORMAL, ""
+                if reply is None:
                     return CLOSE_NORMAL, ""
-            if reply is None:
-                return CLOSE_NORMAL, ""
-            await websocket.send_text(reply)
+                await websocket.send_text(reply)
             await self.turns.after_frame(queued() if queued else 0)
 
     async def answer(self, session: Session, text: str) -> str | None:

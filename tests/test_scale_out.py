@@ -7,6 +7,7 @@ turn equal one server's; `server --workers 2` shares an embedded store without a
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import threading
 from collections.abc import Iterator
@@ -16,6 +17,8 @@ import httpx
 import msgspec
 import pytest
 from scale_support import ServerProcess, missing_services, nginx, redis_server, servers
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosedOK
 
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.harness.evaluation import evaluate, reference_policy
@@ -127,3 +130,20 @@ def test_workers_share_an_embedded_store_without_a_setting() -> None:
             assert httpx.post(f"{server.url}/step", json=body, timeout=10).status_code == 200
         state = http.get(f"{server.url}/state", params={"episode_id": episode_id}).json()
     assert state["step_count"] == 20
+
+
+async def test_sigterm_closes_sessions_going_away_after_their_frame_in_flight() -> None:
+    with servers(1, {"EPISODE_STORE": "memory"}) as (server,):
+        async with connect(server.url.replace("http", "ws", 1) + "/ws") as ws:
+            await ws.send(json.dumps({"type": "reset", "data": {"task_id": "hard", "seed": 1}}))
+            await ws.recv()
+            await ws.send(json.dumps({"type": "step", "data": {"action": "inspect_logs", "target": "api"}}))
+            assert server.process is not None
+            server.process.send_signal(signal.SIGTERM)
+            replies = []
+            with pytest.raises(ConnectionClosedOK):
+                while True:
+                    replies.append(json.loads(await ws.recv()))
+        # The step is answered if the server had read it (else the client resumes and the log decides).
+        assert [reply["type"] for reply in replies] in (["observation"], [])
+        assert ws.close_code == 1001 and "resume" in (ws.close_reason or "")
