@@ -222,6 +222,9 @@ return 1
 """
 
 
+REDIS_CONNECTIONS = 32
+
+
 class RedisLog:
     """A Redis shared by every process of a deployment (Kubernetes: the manifests' Redis)."""
 
@@ -235,7 +238,9 @@ class RedisLog:
             raise ValueError("EPISODE_STORE names Redis: pip install 'openenv-service-incident[redis]'") from None
         self.per_owner = per_owner
         self.idle_timeout_s = idle_timeout_s
-        self._redis = redis.Redis.from_url(url)
+        # Sessions wait for one of a few connections rather than each opening its own (or failing).
+        pool = redis.BlockingConnectionPool.from_url(url, max_connections=REDIS_CONNECTIONS, timeout=10)
+        self._redis = redis.Redis(connection_pool=pool)
         self._create = self._redis.register_script(_CREATE)
         self._append = self._redis.register_script(_APPEND)
 
