@@ -123,9 +123,9 @@ _CLOSE = _encode(CloseMessage())
 
 def _decoder(obs_type: Any, state_type: Any) -> msgspec.json.Decoder[Any]:
     return msgspec.json.Decoder(
-        ObservationFrame[StepResult[obs_type]]  # type: ignore[valid-type]
-        | StateFrame[state_type]  # type: ignore[valid-type]
-        | ResumedFrame[StepResult[obs_type]]  # type: ignore[valid-type]
+        ObservationFrame[StepResult[obs_type]]
+        | StateFrame[state_type]
+        | ResumedFrame[StepResult[obs_type]]
         | ErrorFrame[dict[str, Any]]
     )
 

@@ -245,7 +245,7 @@ class RedisLog:
         self._append = self._redis.register_script(_APPEND)
 
     async def create(self, key: str, head: bytes, owner: str) -> None:
-        args = [head, time.time(), self.idle_timeout_s, self.per_owner, key, self.PREFIX]
+        args: list[bytes | str | float] = [head, time.time(), self.idle_timeout_s, self.per_owner, key, self.PREFIX]
         await self._create(keys=[self.PREFIX + key, self.OWNERS + owner], args=args)
 
     async def append(self, key: str, index: int, actions: list[bytes]) -> bool:
@@ -253,7 +253,7 @@ class RedisLog:
         return bool(await self._append(keys=[self.PREFIX + key], args=[index, ttl, *actions]))
 
     async def load(self, key: str) -> Logged | None:
-        items = await self._redis.lrange(self.PREFIX + key, 0, -1)
+        items: list[bytes] = await self._redis.lrange(self.PREFIX + key, 0, -1)  # type: ignore[assignment]
         return Logged(items[0], items[1:]) if items else None
 
     async def length(self, key: str) -> int | None:
