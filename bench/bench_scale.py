@@ -7,8 +7,8 @@ It measures, in one run (quote ratios from one run: the machine may be shared):
 (a) full-environment steps/s at 256 sessions (hard task, whole episodes): one process; `--workers 2`
     (its embedded SQLite store); two processes sharing a Redis, addressed directly and through nginx
     (hashing on Episode-Id). The load comes from two client processes, so the client is not the limit;
-(b) what the episode log adds per step, in process: a step and its save against the step alone, for
-    the in-memory, SQLite and Redis stores;
+(b) what the episode log adds per step, in process CPU: a step and its save against the step alone,
+    for the in-memory, SQLite and Redis stores;
 (c) resume latency over a WebSocket (connect, resume, reply) at step 5 and at the last step of a
     gen_expert episode, p50 and p99, per store;
 (d) the kill drill: 200 episodes across two processes behind nginx, one killed (SIGKILL) a third of
@@ -121,7 +121,8 @@ def throughput(seconds: float, redis_url: str) -> list[tuple[str, dict[str, Any]
 
 
 def store_overhead(steps: int, stores: dict[str, str]) -> dict[str, float]:
-    """µs a save adds to a step, per store, over whole hard-task episodes."""
+    """CPU µs of this process a save adds to a step, per store, over whole hard-task episodes: CPU
+    rather than wall time, which on a shared machine measures the neighbours (and Redis's own turn)."""
 
     async def run(log: EpisodeLog | None) -> float:
         replayer = Replayer(log or open_log("memory", 10**6, 10**6, 3600), ServiceIncidentEnvironment, None)
@@ -131,11 +132,11 @@ def store_overhead(steps: int, stores: dict[str, str]) -> dict[str, float]:
             _, episode, observation = replayer.begin(ResetRequest(task_id="hard", seed=seed), "bench")
             await replayer.save(episode)
             for action in policy(observation):
-                started = time.perf_counter()
+                started = time.process_time()
                 observation = episode.step(action)
                 if log is not None:
                     await replayer.save(episode)
-                spent += time.perf_counter() - started
+                spent += time.process_time() - started
                 taken += 1
                 if observation.done:
                     break
@@ -285,7 +286,7 @@ def main() -> None:
         direct, proxied = rows[2][1]["rate"], rows[3][1]["rate"]
         print(f"\nnginx vs direct: {(proxied / direct - 1) * 100:+.1f}%")
 
-        print(f"\n## (b) what saving a step adds, in process ({steps} steps of hard episodes)")
+        print(f"\n## (b) CPU a save adds to a step, in process ({steps} steps of hard episodes)")
         costs = store_overhead(steps, {"memory": "memory", "SQLite": sqlite_url, "Redis": redis_url})
         server_us = rows[0][1]["cpu_us"]
         print(f"| store | µs per step | of a step's server CPU ({server_us:.0f} µs) |\n|---|---|---|")

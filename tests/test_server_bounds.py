@@ -32,7 +32,10 @@ def from_address(url: str, host: str) -> httpx.Client:
 
 def test_seventeen_addresses_resetting_cannot_evict_a_live_episode_of_another(make_server: Any) -> None:
     # Before, the least recently used episode went whoever held it: 17 x 16 resets evicted the victim.
-    url = make_server(http_max_episodes=256, http_max_episodes_per_client=16, http_implicit_episode="false")
+    # A clock that stands still: however slow the machine, every episode stays live (used within 60 s).
+    url = make_server(
+        clock=ManualClock(), http_max_episodes=256, http_max_episodes_per_client=16, http_implicit_episode="false"
+    )
     with from_address(url, "127.0.0.100") as victim:
         episode = victim.post("/reset", json={"task_id": "easy", "seed": 1}).json()["episode_id"]
         refused = []
