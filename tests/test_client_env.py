@@ -19,7 +19,6 @@ from service_incident.client import (
     NoReply,
     ServerError,
     ServiceIncidentEnv,
-    SessionClosed,
     StepResult,
 )
 from service_incident.client.base import ws_url
