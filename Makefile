@@ -42,24 +42,24 @@ BROWSER_PACKAGES := chromium chromium-driver fonts-dejavu-core
 # redis-server as their episode store, installed like Chromium, and skipped with a reason without.
 SCALE_PACKAGES := nginx-light redis-server
 
+# $(call debian,COMMANDS,PACKAGES,TESTS): install PACKAGES with apt-get unless every one of COMMANDS
+# is there; where that cannot be done, say that TESTS will be skipped.
+define debian
+	@if $(foreach c,$(1),command -v $(c) >/dev/null 2>&1 &&) true; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing $(2) for $(3)"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=120 \
+			--no-install-recommends $(2) >/dev/null; } \
+		|| echo "warning: could not install $(2): $(3) will be skipped"; \
+	else echo "warning: $(1) missing, and installing needs root and apt-get: $(3) will be skipped"; fi
+endef
+
 .PHONY: run test test-install lint docs browser scale-services clean rebuild
 browser:
-	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "installing $(BROWSER_PACKAGES) for the browser tests"; \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=120 \
-			--no-install-recommends $(BROWSER_PACKAGES) >/dev/null; } \
-		|| echo "warning: could not install Chromium: the browser tests will be skipped"; \
-	else echo "warning: Chromium is missing and installing it needs root and apt-get: the browser tests will be skipped"; fi
+	$(call debian,chromium chromedriver,$(BROWSER_PACKAGES),the browser tests)
 
 scale-services:
-	@if command -v nginx >/dev/null 2>&1 && command -v redis-server >/dev/null 2>&1; then :; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "installing $(SCALE_PACKAGES) for the scale-out tests"; \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=120 \
-			--no-install-recommends $(SCALE_PACKAGES) >/dev/null; } \
-		|| echo "warning: could not install nginx and redis-server: the scale-out tests will be skipped"; \
-	else echo "warning: nginx or redis-server is missing and installing them needs root and apt-get: the scale-out tests will be skipped"; fi
+	$(call debian,nginx redis-server,$(SCALE_PACKAGES),the scale-out tests)
 
 # Silent recipe: inference.py's stdout is a contract of [START]/[STEP]/[END] lines only.
 run: $(VENV)/.installed

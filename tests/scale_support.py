@@ -33,16 +33,24 @@ def missing_services() -> str | None:
     return f"{' and '.join(absent)} not installed (make scale-services)" if absent else None
 
 
-def _wait_for_port(port: int, process: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + START_S
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{what} did not start") from None
-            time.sleep(0.05)
+@contextmanager
+def _listening(command: list[str], port: int) -> Iterator[None]:
+    """Run `command` until the block ends, once it accepts connections on `port`."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + START_S
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{command[0]} did not start") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
 
 
 @contextmanager
@@ -51,13 +59,8 @@ def redis_server() -> Iterator[str]:
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="redis-") as folder:
         command = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"]
-        process = subprocess.Popen([*command, "--dir", folder], stdout=subprocess.DEVNULL)
-        try:
-            _wait_for_port(port, process, "redis-server")
+        with _listening([*command, "--dir", folder], port):
             yield f"redis://127.0.0.1:{port}/0"
-        finally:
-            process.terminate()
-            process.wait(timeout=10)
 
 
 class ServerProcess:
@@ -157,10 +160,5 @@ def nginx(upstreams: list[ServerProcess]) -> Iterator[str]:
         user = "user root;" if os.geteuid() == 0 else ""
         conf = Path(folder, "nginx.conf")
         conf.write_text(NGINX_CONF.format(folder=folder, user=user, upstreams=lines, port=port))
-        process = subprocess.Popen(["nginx", "-c", str(conf), "-p", folder], stderr=subprocess.PIPE)
-        try:
-            _wait_for_port(port, process, "nginx")
+        with _listening(["nginx", "-c", str(conf), "-p", folder], port):
             yield f"http://127.0.0.1:{port}"
-        finally:
-            process.terminate()
-            process.wait(timeout=10)

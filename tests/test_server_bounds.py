@@ -11,18 +11,11 @@ from typing import Any
 import httpx
 import pytest
 from serving import ManualClock, eventually
+from test_mcp_sdk import ACCEPT, INITIALIZE
 from websockets.asyncio.client import connect
 
 from service_incident.client import EpisodeLost, ServiceIncidentEnv
 from service_incident.models import InspectLogs
-
-ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "curl", "version": "1"}},
-}
 
 
 def from_address(url: str, host: str) -> httpx.Client:
