@@ -4,7 +4,8 @@ Serve with `server` (reads the settings from the environment, see settings.py) o
 the HTTP routes, `uvicorn service_incident.server.app:app`; only `server` applies the transport
 limits (frame size, keepalive, request heads), which are uvicorn options rather than app options.
 `/web` serves the page (`/` redirects there); with `RESULTS_DIR` set, `/results/` serves that folder
-of inference results for the page to replay.
+of inference results for the page to replay. `server --workers N` runs uvicorn's workers sharing one
+episode store (docs/scale-out.md); SIGTERM drains the WebSocket sessions before uvicorn stops.
 """
 
 from __future__ import annotations

@@ -55,12 +55,16 @@ class EpisodeLog(Protocol):
 class MemoryLog:
     """This process's memory: resumes a session whose connection dropped, not one whose process died."""
 
-    def __init__(self, capacity: int, per_owner: int, idle_timeout_s: float, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self, capacity: int, per_owner: int, idle_timeout_s: float, clock: Clock = time.monotonic, live_s: float = 60.0
+    ) -> None:
+        # Every save touches its log: one untouched for `live_s` is an abandoned session's, which a
+        # full log gives up for a newcomer.
         self._logs: BoundedStore[Logged] = BoundedStore(
             capacity=capacity,
             per_owner=per_owner,
             idle_timeout_s=idle_timeout_s,
-            live_s=idle_timeout_s,
+            live_s=live_s,
             what="logged episodes",
             clock=clock,
         )

@@ -15,7 +15,7 @@ live one of another client never does: the reset is refused with 503 saying whos
 For code that keeps HTTP episodes (the routes here, MCP's session methods):
     episode_id, observation = await store.start(request, client)   # InvalidReset propagates
     episode = await store.get(episode_id, client)                 # UnknownEpisode if not (any longer) held
-    observation = episode.step(action); await store.save(episode)
+    observation = episode.step(action); await store.save(episode_id, episode)
     await store.close(episode_id)
 `store.latest` is the episode most recently started here, for a server that lets requests without
 an id continue it (loopback only); a failed start clears it.

@@ -20,6 +20,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from service_incident.models import parse_action
 
 from . import mcp, protocol
+from .bounded import AtCapacity
 from .fairness import FairTurns, backlog
 from .guard import OriginPolicy
 from .protocol import ErrorCode, ProtocolError, core_error
@@ -148,6 +149,8 @@ class SessionEndpoint:
                     return None
         except UnknownEpisode as exc:
             raise ProtocolError(ErrorCode.UNKNOWN_EPISODE, str(exc)) from None
+        except AtCapacity as exc:  # the episode log is full of other clients' live episodes
+            raise ProtocolError(ErrorCode.CAPACITY_REACHED, str(exc)) from None
         except Exception as exc:
             error = core_error(exc)
             if error is not None:
