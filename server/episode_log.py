@@ -226,7 +226,9 @@ return 1
 """
 
 
-REDIS_CONNECTIONS = 32
+REDIS_CONNECTIONS = 64
+# A loaded machine can keep every connection busy for seconds; a save waits rather than fails.
+REDIS_WAIT_S = 60.0
 
 
 class RedisLog:
@@ -243,7 +245,7 @@ class RedisLog:
         self.per_owner = per_owner
         self.idle_timeout_s = idle_timeout_s
         # Sessions wait for one of a few connections rather than each opening its own (or failing).
-        pool = redis.BlockingConnectionPool.from_url(url, max_connections=REDIS_CONNECTIONS, timeout=10)
+        pool = redis.BlockingConnectionPool.from_url(url, max_connections=REDIS_CONNECTIONS, timeout=REDIS_WAIT_S)
         self._redis = redis.Redis(connection_pool=pool)
         self._create = self._redis.register_script(_CREATE)
         self._append = self._redis.register_script(_APPEND)
