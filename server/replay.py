@@ -25,7 +25,7 @@ from msgspec import Struct
 from service_incident.environment import MAX_SEED, ServiceIncidentEnvironment
 from service_incident.holdout import fingerprint
 from service_incident.models import Action, Observation, ResetRequest, State, parse_action
-from service_incident.tasks import TASKS
+from service_incident.tasks import HELD_OUT
 
 from .episode_log import EpisodeLog, Logged
 from .protocol import clip
@@ -124,7 +124,7 @@ class Replayer:
         request = msgspec.structs.replace(request, episode_id=name)
         drawn = secrets.randbelow(MAX_SEED) if request.seed is None else None
         observation = _reset(env, request, drawn)
-        held_out = TASKS[env.state.task_id or ""].held_out
+        held_out = (env.state.task_id or "") in HELD_OUT
         head = LogHead(request, drawn, self.holdout if held_out else None)
         episode = Episode(env, log_key(episode_id), owner, _encode(head))
         episode.last = observation

@@ -8,10 +8,15 @@ import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 from scale_support import missing_services, redis_server
 
+from service_incident.environment import ServiceIncidentEnvironment
+from service_incident.holdout import HoldoutKey, fingerprint
+from service_incident.models import InspectLogs, ResetRequest
 from service_incident.server.episode_log import open_log
+from service_incident.server.replay import Replayer, UnknownEpisode
 
 
 @pytest.fixture(params=["memory", "sqlite", "redis"])
@@ -62,3 +67,23 @@ async def test_an_owner_past_its_bound_loses_its_oldest_and_idle_episodes_expire
             assert await log.load("theirs") is None
     finally:
         await log.aclose()
+
+
+async def test_a_held_out_log_holds_its_index_and_key_fingerprint_never_the_generator_seed() -> None:
+    key, other = "k" * 16 + "-held-out", "o" * 16 + "-elsewhere"
+    log = open_log("memory", 10, 10, 60)
+    replayer = Replayer(log, lambda: ServiceIncidentEnvironment(holdout_key=key), key)
+    episode_id, episode, _ = replayer.begin(ResetRequest(task_id="holdout_hard", seed=3), "client")
+    episode.step(InspectLogs(target="api"))
+    await replayer.save(episode)
+    logged = await log.load(episode.key)
+    assert logged is not None
+    head = msgspec.json.decode(logged.head)
+    assert head["request"]["seed"] == 3 and head["holdout"] == fingerprint(key)
+    everything = logged.head + b"".join(logged.actions)
+    assert str(HoldoutKey(key).generator_seed("hard", 3)).encode() not in everything
+    assert key.encode() not in everything and episode_id.encode() not in everything
+    assert (await replayer.restore(episode_id, "client")).steps == 1
+    elsewhere = Replayer(log, lambda: ServiceIncidentEnvironment(holdout_key=other), other)
+    with pytest.raises(UnknownEpisode, match="another holdout key"):
+        await elsewhere.restore(episode_id, "client")
