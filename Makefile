@@ -49,16 +49,28 @@ endef
 # where that cannot be done the browser tests are skipped and say why. No `playwright install` or
 # driver download: browsers are only to be had from Debian's packages here.
 BROWSER_PACKAGES := chromium chromium-driver fonts-dejavu-core
+# The scale-out tests (tests/test_scale_*.py) run two servers behind Debian's nginx with Debian's
+# redis-server as their episode store, installed like Chromium, and skipped with a reason without.
+SCALE_PACKAGES := nginx-light redis-server
 
-.PHONY: run test test-install lint docs browser clean rebuild
-browser:
-	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
+# $(call debian,COMMANDS,PACKAGES,TESTS): install PACKAGES with apt-get unless every one of COMMANDS
+# is there; where that cannot be done, say that TESTS will be skipped.
+define debian
+	@if $(foreach c,$(1),command -v $(c) >/dev/null 2>&1 &&) true; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "installing $(BROWSER_PACKAGES) for the browser tests"; \
+		echo "installing $(2) for $(3)"; \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=120 \
-			--no-install-recommends $(BROWSER_PACKAGES) >/dev/null; } \
-		|| echo "warning: could not install Chromium: the browser tests will be skipped"; \
-	else echo "warning: Chromium is missing and installing it needs root and apt-get: the browser tests will be skipped"; fi
+			--no-install-recommends $(2) >/dev/null; } \
+		|| echo "warning: could not install $(2): $(3) will be skipped"; \
+	else echo "warning: $(1) missing, and installing needs root and apt-get: $(3) will be skipped"; fi
+endef
+
+.PHONY: run test test-install lint docs browser scale-services clean rebuild
+browser:
+	$(call debian,chromium chromedriver,$(BROWSER_PACKAGES),the browser tests)
+
+scale-services:
+	$(call debian,nginx redis-server,$(SCALE_PACKAGES),the scale-out tests)
 
 # Silent recipe: inference.py's stdout is a contract of [START]/[STEP]/[END] lines only.
 run: $(VENV)/.runtime
@@ -81,7 +93,7 @@ docs: $(VENV)/.installed
 
 # tests/conftest.py finds the stock OpenEnv venv through OPENENV_PYTHON. The tests that install the
 # package into new venvs (marked slow) are `make test-install`'s, which CI runs after this.
-test: lint $(OPENENV_VENV)/.installed browser
+test: lint $(OPENENV_VENV)/.installed browser scale-services
 	OPENENV_PYTHON=$(abspath $(OPENENV_VENV))/bin/python $(PY) -m pytest -q -m 'not slow'
 
 # Every install path on fresh copies of the repository: pip install . and -e, the commands, make run.

@@ -39,6 +39,9 @@ from service_incident.wire import (
     ErrorFrame,
     ObservationFrame,
     ResetMessage,
+    Resume,
+    ResumedFrame,
+    ResumeMessage,
     StateFrame,
     StateMessage,
     StepMessage,
@@ -67,6 +70,15 @@ class ServerError(EnvClientError):
 
 class CapacityReached(ServerError):
     """The server has no free session slot; it closed the socket. Retry later or elsewhere."""
+
+
+class EpisodeLost(ServerError):
+    """The connection was lost and the episode could not be resumed: the server's store no longer
+    has it (expired, evicted, or kept by a process that died without a shared store). Later calls
+    raise it at once; `reset()` starts a new episode."""
+
+    # How an evaluation knows to report the episode apart, without importing the client.
+    episode_lost = True
 
 
 class SessionClosed(EnvClientError, ConnectionError):
@@ -99,17 +111,28 @@ class StepResult(Struct, Generic[ObsT]):
     reward: float | None = None
     done: bool = False
     metadata: dict[str, Any] | None = None
+    # A reset's reply from a server that logs episodes: the credential that resumes this one.
+    episode_id: str | None = None
 
 
 _encode = msgspec.json.Encoder().encode
 _STATE = _encode(StateMessage())
+RESUME_RETRY_S = 0.2
 _CLOSE = _encode(CloseMessage())
 
 
 def _decoder(obs_type: Any, state_type: Any) -> msgspec.json.Decoder[Any]:
     return msgspec.json.Decoder(
-        ObservationFrame[StepResult[obs_type]] | StateFrame[state_type] | ErrorFrame[dict[str, Any]]
+        ObservationFrame[StepResult[obs_type]]
+        | StateFrame[state_type]
+        | ResumedFrame[StepResult[obs_type]]
+        | ErrorFrame[dict[str, Any]]
     )
+
+
+# Close codes after which a session is resumed elsewhere rather than given up: going away (a
+# draining server), service restart (uvicorn's shutdown), and none at all (the process died).
+RESUMABLE_CLOSES = frozenset({1001, 1006, 1012, 1013, None})
 
 
 def ws_url(base_url: str) -> str:
@@ -152,6 +175,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         ping_timeout_s: float | None = 20.0,
         headers: Mapping[str, str] | None = None,
         compression: bool = False,
+        resume_timeout_s: float = 30.0,
     ) -> None:
         self.base_url = base_url
         self.url = ws_url(base_url)
@@ -163,10 +187,16 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self.headers = dict(headers or {})
         # Off by default: per-message deflate costs more CPU per step than a few KB save on a LAN.
         self.compression = compression
+        # How long a lost session keeps trying to reach a server that can resume its episode.
+        self.resume_timeout_s = resume_timeout_s
         self._ws: ClientConnection | None = None
         self._owed = 0  # replies the server still owes for calls that gave up waiting
-        self._lost: SessionClosed | None = None  # why the session ended, until a reset
+        self._lost: EnvClientError | None = None  # why the session ended, until a reset
         self._lock = asyncio.Lock()
+        # What resumes the episode on a new socket: its id and the steps answered since its reset.
+        self._episode_id: str | None = None
+        self._steps = 0
+        self.resumes = 0  # how many times this client resumed its episode
 
     # --- hooks for subclasses ---
 
@@ -211,7 +241,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         return await self._reset(options)
 
     async def step(self, action: ActT) -> StepResult[ObsT]:
-        return self._observation(await self._call(_encode(StepMessage(self._step_payload(action)))))
+        return self._observation(await self._call(_encode(StepMessage(self._step_payload(action))), step=True))
 
     async def state(self) -> StateT:
         frame = await self._call(_STATE)
@@ -221,7 +251,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
 
     async def close(self) -> None:
         """Say goodbye (the server frees the session at once) and close the socket. Idempotent."""
-        ws, self._ws, self._lost = self._ws, None, None
+        ws, self._ws, self._lost, self._episode_id = self._ws, None, None, None
         if ws is None:
             return
         with contextlib.suppress(ConnectionClosed):  # already closed by the server
@@ -241,7 +271,9 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
     # --- one request, one reply ---
 
     async def _reset(self, data: Any) -> StepResult[ObsT]:
-        return self._observation(await self._call(_encode(ResetMessage(data)), fresh=True))
+        result = self._observation(await self._call(_encode(ResetMessage(data)), fresh=True))
+        self._episode_id, self._steps = result.episode_id, 0
+        return result
 
     def _abandon(self) -> None:
         """Drop the socket without a closing handshake; the server frees the session when it notices."""
@@ -249,45 +281,95 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         if ws is not None:
             ws.transport.abort()
 
-    async def _call(self, message: bytes, *, fresh: bool = False) -> Any:
-        """Send one frame and read its reply. `fresh` (a reset) may start over on a new session."""
+    async def _call(self, message: bytes, *, fresh: bool = False, step: bool = False) -> Any:
+        """Send one frame and read its reply. `fresh` (a reset) may start over on a new session; a
+        `step` is counted, so the episode can be resumed at it."""
         async with self._lock:
-            if fresh and (self._lost is not None or self._owed):
+            frame = await self._exchange(message, fresh, step)
+        if step:
+            self._steps += 1
+        return frame
+
+    async def _exchange(self, message: bytes, fresh: bool, step: bool) -> Any:
+        if fresh:
+            self._episode_id = None
+            if self._lost is not None or self._owed:
                 self._abandon()
                 self._lost = None
-            if self._lost is not None:
-                raise self._lost
-            await self.connect()
-            ws = self._ws
-            assert ws is not None
-            try:
-                await ws.send(message, text=True)
-            except ConnectionClosed:
-                pass  # a refused session closes right after its error frame: the read below gets it
-            except BaseException:
-                # Interrupted mid-send: whether the server got the frame is unknown, so no reply count
-                # can be trusted any more. Drop the socket (the server frees the session); the next
-                # call starts over on a new one.
+        if self._lost is not None:
+            raise self._lost
+        await self.connect()
+        ws = self._ws
+        assert ws is not None
+        try:
+            await ws.send(message, text=True)
+        except ConnectionClosed:
+            pass  # a refused session closes right after its error frame: the read below gets it
+        except BaseException:
+            # Interrupted mid-send: whether the server got the frame is unknown, so no reply count
+            # can be trusted any more. Drop the socket (the server frees the session); the next
+            # call starts over on a new one.
+            self._abandon()
+            raise
+        self._owed += 1
+        try:
+            async with asyncio.timeout(self.message_timeout_s):
+                while self._owed:
+                    raw = await ws.recv(decode=False)
+                    self._owed -= 1
+        except TimeoutError:
+            if self._owed > 1:
+                # Not even the replies owed from before came within a whole timeout: waiting
+                # longer would wedge every later call behind them.
                 self._abandon()
-                raise
-            self._owed += 1
+                self._lost = SessionClosed(None, "given up after replies did not come; reset() opens a new one")
+            raise NoReply(f"no reply from {self.url} within {self.message_timeout_s:g} s") from None
+        except ConnectionClosed as closed:
+            self._ws = None
+            frame = closed.rcvd or closed.sent  # the server's close, else ours (1011: no pong)
+            code = frame.code if frame else None
+            if code in RESUMABLE_CLOSES and (fresh or self._episode_id is not None):
+                return await self._resume(message, step, fresh)
+            self._lost = SessionClosed(code, frame.reason if frame else "")
+            raise self._lost from None
+        return self._decode(raw)
+
+    async def _resume(self, pending: bytes, step: bool, fresh: bool) -> Any:
+        """Carry the episode on in a new session (this server's process, or another sharing its store)
+        and answer the call that was in flight: the log says whether the server took it. A reset
+        (`fresh`) needs no episode: it is sent again, and starts its episode there."""
+        self._abandon()
+        deadline = asyncio.get_running_loop().time() + self.resume_timeout_s
+        while True:
             try:
-                async with asyncio.timeout(self.message_timeout_s):
-                    while self._owed:
-                        raw = await ws.recv(decode=False)
-                        self._owed -= 1
-            except TimeoutError:
-                if self._owed > 1:
-                    # Not even the replies owed from before came within a whole timeout: waiting
-                    # longer would wedge every later call behind them.
-                    self._abandon()
-                    self._lost = SessionClosed(None, "given up after replies did not come; reset() opens a new one")
-                raise NoReply(f"no reply from {self.url} within {self.message_timeout_s:g} s") from None
-            except ConnectionClosed as closed:
-                self._ws = None
-                frame = closed.rcvd or closed.sent  # the server's close, else ours (1011: no pong)
-                self._lost = SessionClosed(frame.code if frame else None, frame.reason if frame else "")
-                raise self._lost from None
+                await self.connect()
+                break
+            except ConnectionFailed:
+                if asyncio.get_running_loop().time() > deadline:
+                    raise
+                await asyncio.sleep(RESUME_RETRY_S)
+        ws = self._ws
+        assert ws is not None
+        self.resumes += 1
+        try:
+            async with asyncio.timeout(self.message_timeout_s):
+                if fresh or self._episode_id is None:
+                    await ws.send(pending, text=True)
+                    return self._decode(await ws.recv(decode=False))
+                await ws.send(_encode(ResumeMessage(Resume(self._episode_id, self._steps))), text=True)
+                resumed = self._decode(await ws.recv(decode=False), lost=True)
+                if not isinstance(resumed, ResumedFrame):
+                    raise EnvClientError(f"expected a resumed frame, got {type(resumed).__name__}")
+                if step and resumed.data.steps == self._steps + 1:
+                    return ObservationFrame(resumed.data.result)  # taken before the connection went
+                await ws.send(pending, text=True)
+                return self._decode(await ws.recv(decode=False))
+        except (ConnectionClosed, TimeoutError):
+            self._abandon()
+            self._lost = SessionClosed(None, "the connection went again while resuming; reset() starts over")
+            raise self._lost from None
+
+    def _decode(self, raw: bytes | str, lost: bool = False) -> Any:
         try:
             frame = self._decoder.decode(raw)
         except msgspec.DecodeError as exc:  # validation errors included
@@ -298,9 +380,12 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             if code == ErrorCode.CAPACITY_REACHED:
                 # The server closes the socket after this frame: the next call must connect afresh
                 # (and may find a free slot) rather than read that close.
-                async with self._lock:
-                    self._abandon()
+                self._abandon()
                 raise CapacityReached(code, text, data)
+            if lost or code == ErrorCode.UNKNOWN_EPISODE:
+                self._abandon()
+                self._lost = EpisodeLost(code, text, data)
+                raise self._lost
             raise ServerError(code, text, data)
         return frame
 

@@ -4,6 +4,8 @@
     HTTPException (400, 403, 404, 408, 413, 415)    -> its status, {"detail": "..."}
     a Host this server does not answer to           -> 421, {"detail": "..."}
     UnknownEpisode                                  -> 404 {"detail": "..."}
+    AtCapacity                                      -> 429 (the client's bound) or 503 (the server's)
+    Diverged                                        -> 409 (stepped by another process meanwhile)
     ClientDisconnect (the client left mid-body)     -> nothing is sent, nothing is logged
 
 The 422 shape is FastAPI's, which stock OpenEnv clients and validators read.
@@ -20,7 +22,9 @@ from starlette.responses import Response
 
 from service_incident.wire import ErrorDetail, ProtocolError, clip, encode
 
+from .bounded import AtCapacity
 from .http_episodes import UnknownEpisode
+from .replay import Diverged
 
 JSON = "application/json"
 
@@ -60,6 +64,16 @@ async def _unknown(request: Request, exc: Exception) -> Response:
     return failure(404, str(exc))
 
 
+async def _full(request: Request, exc: Exception) -> Response:
+    # Whose bound is full decides the status: the client's own (429) or the server's (503).
+    assert isinstance(exc, AtCapacity)
+    return failure(429 if exc.whose == "owner" else 503, str(exc))
+
+
+async def _diverged(request: Request, exc: Exception) -> Response:
+    return failure(409, str(exc))
+
+
 async def _gone(request: Request, exc: Exception) -> Response:
     # Nobody is listening for the reply: an empty one is dropped by the server, and no traceback.
     return Response(status_code=400)
@@ -69,5 +83,7 @@ EXCEPTION_HANDLERS = {
     ProtocolError: _unprocessable,
     HTTPException: _http,
     UnknownEpisode: _unknown,
+    AtCapacity: _full,
+    Diverged: _diverged,
     ClientDisconnect: _gone,
 }

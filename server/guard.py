@@ -26,8 +26,9 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocketClose
 
+from service_incident.wire import is_loopback
+
 from .errors import failure
-from .protocol import is_loopback
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _WRONG_HOST = "the Host header names no host of this server: on loopback it answers to loopback names and ALLOWED_HOSTS"

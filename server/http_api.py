@@ -38,6 +38,7 @@ from service_incident.wire import (
 from . import mcp
 from .errors import JSON, json_response
 from .http_episodes import EpisodeStore, UnknownEpisode
+from .replay import Episode
 from .sessions import SessionRegistry
 
 EPISODE_HEADER = "Episode-Id"
@@ -112,20 +113,6 @@ def parse_step(body: bytes) -> tuple[Action, StepOptions]:
         raise core_error(exc) or exc from None
 
 
-class McpEpisodes:
-    """The episode store as `mcp.handle` calls it, on behalf of one client."""
-
-    def __init__(self, store: EpisodeStore, client: str) -> None:
-        self.store = store
-        self.client = client
-
-    def reset(self, request: ResetRequest) -> tuple[str, Observation]:
-        return self.store.start(request, self.client)
-
-    def close(self, episode_id: str) -> bool:
-        return self.store.close(episode_id)
-
-
 class HttpApi:
     def __init__(
         self,
@@ -160,25 +147,28 @@ class HttpApi:
         if reset.episode_id is not None and not valid_episode_id(reset.episode_id):
             raise invalid("Invalid reset", f"episode_id must be {EPISODE_ID_RULE} - at `$.episode_id`")
         try:
-            episode_id, observation = self.episodes.start(reset, _client(request))
+            episode_id, observation = await self.episodes.start(reset, _client(request))
         except ValueError as exc:
             raise core_error(exc) or exc from None
         return self._observation(episode_id, observation)
 
     async def step(self, request: Request) -> Response:
         action, options = parse_step(await request.body())
-        episode_id, env = self._episode(request, options.episode_id or self._header(request))
-        return self._observation(episode_id, env.step(action))
+        episode_id, episode = await self._episode(request, options.episode_id or self._header(request))
+        observation = episode.step(action)
+        if episode_id is not None and isinstance(episode, Episode):
+            await self.episodes.save(episode_id, episode)
+        return self._observation(episode_id, observation)
 
     async def state(self, request: Request) -> Response:
-        episode_id, env = self._named(request)
-        return self._json(env.state, episode_id)
+        episode_id, episode = await self._named(request)
+        return self._json(episode.state, episode_id)
 
     async def grade(self, request: Request) -> Response:
         """The episode's score and breakdown: null until it has ended, so it is no scoring oracle."""
-        episode_id, env = self._named(request)
-        score, breakdown = env.grade()
-        return self._json(Grade(episode_id=episode_id, done=env.state.done, score=score, breakdown=breakdown))
+        episode_id, episode = await self._named(request)
+        score, breakdown = episode.grade()
+        return self._json(Grade(episode_id=episode_id, done=episode.state.done, score=score, breakdown=breakdown))
 
     async def health(self, request: Request) -> Response:
         sessions = self.sessions
@@ -197,26 +187,35 @@ class HttpApi:
     async def tasks(self, request: Request) -> Response:
         return Response(self._tasks, media_type=JSON)
 
-    def openenv_mcp(self, request: Request, call: Any) -> mcp.RpcResponse:
+    async def openenv_mcp(self, request: Request, call: Any) -> mcp.RpcResponse:
         """One request of OpenEnv's JSON-RPC dialect at /mcp, acting only on the episode it names."""
+        client = _client(request)
+        if mcp.method_of(call) == "openenv/session/create":
+            return await mcp.create_session(call, lambda reset: self.episodes.start(reset, client))
+        if mcp.method_of(call) == "openenv/session/close":
+            return await mcp.close_session(call, self.episodes.close)
+        if mcp.method_of(call) != "tools/call":
+            return mcp.handle(call, _unknown(UnknownEpisode("no episode")))
+        try:
+            episode_id, episode = await self._episode(request, mcp.session_of(call))
+        except (HTTPException, ProtocolError, UnknownEpisode) as exc:
+            return mcp.handle(call, _unknown(exc))
+        response = mcp.handle(call, lambda _session_id: episode)
+        if episode_id is not None and isinstance(episode, Episode):
+            await self.episodes.save(episode_id, episode)
+        return response
 
-        def env_for(session_id: str | None) -> ServiceIncidentEnvironment:
-            try:
-                return self._episode(request, session_id)[1]
-            except (HTTPException, ProtocolError) as exc:
-                raise UnknownEpisode(exc.detail if isinstance(exc, HTTPException) else exc.message) from None
-
-        return mcp.handle(call, env_for, McpEpisodes(self.episodes, _client(request)))
-
-    def _named(self, request: Request) -> tuple[str | None, ServiceIncidentEnvironment]:
+    async def _named(self, request: Request) -> tuple[str | None, Episode | ServiceIncidentEnvironment]:
         """The episode a GET names (query or header)."""
-        return self._episode(request, request.query_params.get("episode_id") or self._header(request))
+        return await self._episode(request, request.query_params.get("episode_id") or self._header(request))
 
     @staticmethod
     def _header(request: Request) -> str | None:
         return request.headers.get(EPISODE_HEADER)
 
-    def _episode(self, request: Request, episode_id: str | None) -> tuple[str | None, ServiceIncidentEnvironment]:
+    async def _episode(
+        self, request: Request, episode_id: str | None
+    ) -> tuple[str | None, Episode | ServiceIncidentEnvironment]:
         """The named episode; without a name, the latest one if the policy allows, else a 400.
 
         Before any episode (or after a failed reset) the latest is none, and a fresh environment
@@ -225,13 +224,13 @@ class HttpApi:
         if episode_id is not None:
             if not valid_episode_id(episode_id):
                 raise invalid("Invalid episode id", f"must be {EPISODE_ID_RULE} - at `$.episode_id`")
-            return episode_id, self.episodes.get(episode_id)
+            return episode_id, await self.episodes.get(episode_id, _client(request))
         if not self.implicit(request):
             raise HTTPException(400, f"name the episode: send the {EPISODE_HEADER} header with the id /reset returned")
         latest = self.episodes.latest
         if latest is None:
             return None, ServiceIncidentEnvironment()
-        return latest, self.episodes.get(latest)
+        return latest, await self.episodes.get(latest, _client(request))
 
     def _observation(self, episode_id: str | None, observation: Observation) -> Response:
         return self._json(http_step_payload(observation, episode_id), episode_id)
@@ -239,6 +238,18 @@ class HttpApi:
     @staticmethod
     def _json(body: State | Struct, episode_id: str | None = None) -> Response:
         return json_response(body, headers={EPISODE_HEADER: episode_id} if episode_id else None)
+
+
+def _unknown(exc: Exception) -> mcp.EnvResolver:
+    """A resolver that refuses, for a request whose episode cannot be had."""
+    message = (
+        exc.detail if isinstance(exc, HTTPException) else exc.message if isinstance(exc, ProtocolError) else str(exc)
+    )
+
+    def refuse(session_id: str | None) -> ServiceIncidentEnvironment:
+        raise UnknownEpisode(message)
+
+    return refuse
 
 
 def _client(request: Request) -> str:

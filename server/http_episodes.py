@@ -6,117 +6,134 @@ server draws (unguessable: holding the id is owning the episode), and a request 
 by that id. A client-chosen `episode_id` in the reset request names the episode in its state and
 metadata only, so it can never take over an episode someone else started.
 
-The store is bounded in idle time, in size (least recently used evicted first), and per client, so
-one client's resets evict only its own episodes. The clock is injected (`time.monotonic` by
-default), so expiry is tested without waiting.
+Every episode is logged (replay.py), so a request may reach any process sharing the store: the
+episode is cached where it lives (and caught up with its log when the store is shared) and
+replayed where it does not. The cache is bounded like every store (bounded.py): in idle time, per
+client (its resets past the bound evict its own oldest) and in size (an idle episode makes way, a
+live one of another client never does: the reset is refused with 503 saying whose bound is full).
 
 For code that keeps HTTP episodes (the routes here, MCP's session methods):
-    episode_id, observation = store.start(request, client)   # InvalidReset propagates
-    env = store.get(episode_id)                              # UnknownEpisode if not (any longer) held
-    store.close(episode_id)
-`store.latest` is the episode most recently started, for a server that lets requests without an
-id continue it (loopback only); a failed start clears it.
+    episode_id, observation = await store.start(request, client)   # InvalidReset propagates
+    episode = await store.get(episode_id, client)                 # UnknownEpisode if not (any longer) held
+    observation = episode.step(action); await store.save(episode_id, episode)
+    await store.close(episode_id)
+`store.latest` is the episode most recently started here, for a server that lets requests without
+an id continue it (loopback only); a failed start clears it.
 """
 
 from __future__ import annotations
 
-import secrets
 import time
-from collections import OrderedDict
 
-import msgspec
-
-from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.models import Observation, ResetRequest
-from service_incident.wire import clip
 
-from .sessions import Clock, EnvFactory
+from .bounded import BoundedStore, Clock
+from .episode_log import MemoryLog
+from .replay import Diverged, Episode, Replayer, UnknownEpisode, log_key
 
-
-class UnknownEpisode(LookupError):
-    """An episode id that was never issued, or whose episode was evicted, expired or closed."""
-
-
-def reset(env: ServiceIncidentEnvironment, request: ResetRequest) -> Observation:
-    """Start an episode on `env` from a reset request."""
-    return env.start(request)
-
-
-class _Entry:
-    __slots__ = ("client", "env", "last_active")
-
-    def __init__(self, env: ServiceIncidentEnvironment, client: str, now: float) -> None:
-        self.env = env
-        self.client = client
-        self.last_active = now
+__all__ = ["EpisodeStore", "UnknownEpisode"]
 
 
 class EpisodeStore:
     def __init__(
         self,
+        replayer: Replayer,
         max_episodes: int,
         max_per_client: int,
         idle_timeout_s: float,
+        live_s: float,
         clock: Clock = time.monotonic,
-        new_env: EnvFactory = ServiceIncidentEnvironment,
     ) -> None:
-        self.new_env = new_env
-        self.max_episodes = max_episodes
-        self.max_per_client = max_per_client
-        self.idle_timeout_s = idle_timeout_s
-        self.clock = clock
-        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self.replayer = replayer
+        # Only a shared log can hold steps this process did not take.
+        self.shared = not isinstance(replayer.log, MemoryLog)
+        self._evicted: list[Episode] = []
+        self._cache: BoundedStore[Episode] = BoundedStore(
+            capacity=max_episodes,
+            per_owner=max_per_client,
+            idle_timeout_s=idle_timeout_s,
+            live_s=live_s,
+            what="HTTP episodes",
+            clock=clock,
+            on_drop=self._evicted.append,
+            finished=lambda episode: episode.env.state.done,
+        )
         self.latest: str | None = None
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._cache)
 
-    def start(self, request: ResetRequest, client: str) -> tuple[str, Observation]:
+    async def start(self, request: ResetRequest, client: str) -> tuple[str, Observation]:
         """Start an episode for `client` (an address: the unit of the per-client bound) and keep it.
 
-        Returns its new id. InvalidReset propagates, and then no episode is the latest.
+        Returns its new id. InvalidReset and AtCapacity propagate, and then no episode is the latest.
         """
-        episode_id = secrets.token_urlsafe(18)
-        env = self.new_env()
         try:
-            # Without a name of its own, the episode is named by its id.
-            observation = reset(env, msgspec.structs.replace(request, episode_id=request.episode_id or episode_id))
+            self._cache.make_room(client)
+            episode_id, episode, observation = self.replayer.begin(request, client, named_by_id=True)
         except BaseException:
             self.latest = None
+            await self._drop_evicted()
             raise
-        own = [key for key, entry in self._entries.items() if entry.client == client]
-        for key in own[: max(len(own) - self.max_per_client + 1, 0)]:
-            self._drop(key)
-        self._entries[episode_id] = _Entry(env, client, self.clock())
-        while len(self._entries) > self.max_episodes:
-            self._drop(next(iter(self._entries)))
+        self._cache.add(episode.key, episode, client)
+        await self._drop_evicted()
+        await self.replayer.save(episode)
         self.latest = episode_id
         return episode_id, observation
 
-    def get(self, episode_id: str) -> ServiceIncidentEnvironment:
-        entry = self._entries.get(episode_id)
-        if entry is None:
-            raise UnknownEpisode(f"unknown or expired episode id {clip(episode_id, 64)!r}; call /reset to start one")
-        entry.last_active = self.clock()
-        self._entries.move_to_end(episode_id)
-        return entry.env
+    async def get(self, episode_id: str, client: str) -> Episode:
+        key = log_key(episode_id)
+        episode = self._cache.get(key)
+        if episode is None:
+            episode = await self.replayer.restore(episode_id, client)
+            if key not in self._cache:  # another request may have restored it meanwhile
+                self._cache.make_room(client)
+                self._cache.add(key, episode, client)
+                await self._drop_evicted()
+            return self._cache.get(key) or episode
+        if self.shared:
+            await self.replayer.catch_up(episode, episode_id)
+        return episode
 
-    def close(self, episode_id: str) -> bool:
-        return self._drop(episode_id)
+    async def save(self, episode_id: str, episode: Episode) -> None:
+        try:
+            await self.replayer.save(episode)
+        except Diverged:
+            self._forget(log_key(episode_id))
+            raise
 
-    def expire(self) -> int:
-        """Drop the episodes idle past the deadline; how many."""
-        deadline = self.clock() - self.idle_timeout_s
-        idle = [key for key, entry in self._entries.items() if entry.last_active < deadline]
-        for key in idle:
-            self._drop(key)
-        return len(idle)
-
-    def _drop(self, episode_id: str) -> bool:
-        entry = self._entries.pop(episode_id, None)
-        if entry is None:
-            return False
-        entry.env.close()
+    async def close(self, episode_id: str) -> bool:
+        key = log_key(episode_id)
+        held = key in self._cache
+        self._cache.pop(key)
+        await self._drop_evicted()
         if self.latest == episode_id:
             self.latest = None
-        return True
+        return held
+
+    async def expire(self) -> int:
+        """Drop the episodes idle past the deadline; how many. A shared log keeps them: another process
+        may be playing one, and the log expires them on its own clock."""
+        count = self._cache.expire()
+        if self.shared:
+            self._forget_evicted()
+        else:
+            await self._drop_evicted()
+        return count
+
+    def _forget(self, key: str) -> None:
+        self._cache.pop(key)
+        self._forget_evicted()
+
+    def _forget_evicted(self) -> None:
+        for episode in self._evicted:
+            episode.env.close()
+        self._evicted.clear()
+
+    async def _drop_evicted(self) -> None:
+        evicted, self._evicted[:] = list(self._evicted), []
+        for episode in evicted:
+            episode.env.close()
+            await self.replayer.drop(episode)
+        if self.latest is not None and log_key(self.latest) not in self._cache:
+            self.latest = None

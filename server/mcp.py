@@ -19,11 +19,11 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 import time
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
+import anyio
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
 from starlette.requests import Request
@@ -43,9 +43,10 @@ except ImportError:
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.integrations.text import TextEpisode
 from service_incident.integrations.tools import ACTION_TOOLS, RESET_TOOL, RESET_WITHHELD, TOOLS_BY_NAME, ToolSpec
-from service_incident.models import InvalidAction, InvalidReset, Observation, ResetRequest, parse_action
+from service_incident.models import Action, InvalidAction, InvalidReset, Observation, ResetRequest, parse_action
 from service_incident.wire import ProtocolError, decode_json, encode, step_payload
 
+from .bounded import AtCapacity, BoundedStore, Clock
 from .http_episodes import UnknownEpisode
 from .sessions import EnvFactory
 
@@ -54,28 +55,30 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+SERVER_ERROR = -32000
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 SERVER_NAME = "service_incident"
+# A session that has not called a tool this long after its last request expires: the handshake
+# alone is free to send, so holding a slot for it must cost the client something.
+UNTRIED_SESSION_S = 60.0
 SESSION_HEADER = b"mcp-session-id"
 VERSION_HEADER = b"mcp-protocol-version"
 
 log = logging.getLogger(__name__)
 
 RequestId = str | int | None
-EnvResolver = Callable[[str | None], ServiceIncidentEnvironment]
 
 
-class SessionMethods(Protocol):
-    """The episodes OpenEnv's `openenv/session/*` methods start and close, on behalf of one client."""
+class Steps(Protocol):
+    """What a tool call acts on: an environment, or an episode that logs its steps."""
 
-    def reset(self, request: ResetRequest) -> tuple[str, Observation]: ...
-
-    def close(self, episode_id: str) -> bool: ...
+    def step(self, action: Action) -> Observation: ...
 
 
+EnvResolver = Callable[[str | None], Steps]
 # Answers one request of OpenEnv's dialect on behalf of the HTTP request that carried it.
-OpenEnvDialect = Callable[["Request", Any], "RpcResponse"]
+OpenEnvDialect = Callable[["Request", Any], Awaitable["RpcResponse"]]
 
 
 class RpcError(Struct):
@@ -124,42 +127,90 @@ def parse_error(message: str) -> RpcResponse:
     return RpcResponse("2.0", None, error=RpcError(PARSE_ERROR, f"Parse error: {message}"))
 
 
-def handle(request: Any, env_for: EnvResolver, episodes: SessionMethods | None = None) -> RpcResponse:
-    """Answer one request of OpenEnv's dialect. `episodes` enables its session methods (HTTP only)."""
+def handle(request: Any, env_for: EnvResolver) -> RpcResponse:
+    """Answer one request of OpenEnv's dialect (its session methods: `create_session`, `close_session`)."""
+    return _answer(request, lambda call: _dispatch(call, env_for))
+
+
+def method_of(request: Any) -> Any:
+    return request.get("method") if isinstance(request, dict) else None
+
+
+def session_of(request: Any) -> str | None:
+    """The HTTP episode a `tools/call` names, if it names one."""
+    params = request.get("params") if isinstance(request, dict) else None
+    session_id = params.get("session_id") if isinstance(params, dict) else None
+    return session_id if isinstance(session_id, str) else None
+
+
+async def create_session(request: Any, start: Callable[[ResetRequest], Awaitable[tuple[str, Any]]]) -> RpcResponse:
+    """`openenv/session/create`: an HTTP episode, started by `start`."""
+
+    async def create(call: RpcRequest) -> Any:
+        try:
+            session_id, _ = await start(msgspec.convert(call.params, ResetRequest))
+        except (msgspec.ValidationError, InvalidReset) as exc:
+            raise _Fault(INVALID_PARAMS, f"Invalid params: {exc}") from None
+        except AtCapacity as exc:
+            raise _Fault(SERVER_ERROR, str(exc)) from None
+        return {"session_id": session_id}
+
+    return await _answer_async(request, create)
+
+
+async def close_session(request: Any, close: Callable[[str], Awaitable[bool]]) -> RpcResponse:
+    """`openenv/session/close`: ends the HTTP episode named."""
+
+    async def closing(call: RpcRequest) -> Any:
+        session_id = call.params.get("session_id")
+        if not isinstance(session_id, str):
+            raise _Fault(INVALID_PARAMS, "Invalid params: session_id must be a string")
+        return {"session_id": session_id, "closed": await close(session_id)}
+
+    return await _answer_async(request, closing)
+
+
+def _parse(request: Any) -> RpcRequest:
+    try:
+        call = msgspec.convert(request, RpcRequest)
+    except msgspec.ValidationError as exc:
+        raise _Fault(INVALID_REQUEST, f"Invalid Request: {exc}") from None
+    if call.jsonrpc != "2.0":
+        raise _Fault(INVALID_REQUEST, "Invalid Request: jsonrpc must be '2.0'")
+    return call
+
+
+def _answer(request: Any, dispatch: Callable[[RpcRequest], Any]) -> RpcResponse:
     request_id = _request_id(request)
     try:
-        try:
-            call = msgspec.convert(request, RpcRequest)
-        except msgspec.ValidationError as exc:
-            raise _Fault(INVALID_REQUEST, f"Invalid Request: {exc}") from None
-        if call.jsonrpc != "2.0":
-            raise _Fault(INVALID_REQUEST, "Invalid Request: jsonrpc must be '2.0'")
-        return RpcResponse("2.0", request_id, result=_dispatch(call, env_for, episodes))
+        return RpcResponse("2.0", request_id, result=dispatch(_parse(request)))
     except _Fault as fault:
         return RpcResponse("2.0", request_id, error=RpcError(fault.code, fault.message))
     except Exception as exc:
-        # As on the WebSocket: the client learns the exception type, never environment internals.
-        log.exception("environment failed on an MCP request")
-        error = RpcError(INTERNAL_ERROR, f"{type(exc).__name__} in the environment")
-        return RpcResponse("2.0", request_id, error=error)
+        return _internal(request_id, exc)
 
 
-def _dispatch(call: RpcRequest, env_for: EnvResolver, episodes: SessionMethods | None) -> Any:
+async def _answer_async(request: Any, dispatch: Callable[[RpcRequest], Awaitable[Any]]) -> RpcResponse:
+    request_id = _request_id(request)
+    try:
+        return RpcResponse("2.0", request_id, result=await dispatch(_parse(request)))
+    except _Fault as fault:
+        return RpcResponse("2.0", request_id, error=RpcError(fault.code, fault.message))
+    except Exception as exc:
+        return _internal(request_id, exc)
+
+
+def _internal(request_id: RequestId, exc: Exception) -> RpcResponse:
+    # As on the WebSocket: the client learns the exception type, never environment internals.
+    log.exception("environment failed on an MCP request")
+    return RpcResponse("2.0", request_id, error=RpcError(INTERNAL_ERROR, f"{type(exc).__name__} in the environment"))
+
+
+def _dispatch(call: RpcRequest, env_for: EnvResolver) -> Any:
     if call.method == "tools/list":
         return {"tools": TOOLS}
     if call.method == "tools/call":
         return _call_tool(call.params, env_for)
-    if episodes is not None and call.method == "openenv/session/create":
-        try:
-            created, _ = episodes.reset(msgspec.convert(call.params, ResetRequest))
-        except (msgspec.ValidationError, InvalidReset) as exc:
-            raise _Fault(INVALID_PARAMS, f"Invalid params: {exc}") from None
-        return {"session_id": created}
-    if episodes is not None and call.method == "openenv/session/close":
-        session_id = call.params.get("session_id")
-        if not isinstance(session_id, str):
-            raise _Fault(INVALID_PARAMS, "Invalid params: session_id must be a string")
-        return {"session_id": session_id, "closed": episodes.close(session_id)}
     raise _Fault(METHOD_NOT_FOUND, f"Method not found: {call.method}")
 
 
@@ -181,55 +232,51 @@ def _call_tool(params: dict[str, Any], env_for: EnvResolver) -> dict[str, Any]:
 # --- MCP proper, through the official SDK ---------------------------------------------------------
 
 
-class _Entry:
-    __slots__ = ("episode", "last_active")
+class McpSession:
+    """An MCP session's episode, made by its first tool call: a session that never called one is
+    cheap to hold for its client and expires sooner."""
 
-    def __init__(self, now: float, env: ServiceIncidentEnvironment) -> None:
-        self.episode = TextEpisode(env)
-        self.last_active = now
+    __slots__ = ("ended", "episode", "new_env", "session_id")
 
-
-class SessionEpisodes:
-    """The episode each MCP session owns: bounded in number (least recently used evicted first) and
-    in idle time, like the SDK's sessions themselves."""
-
-    def __init__(
-        self,
-        max_episodes: int,
-        idle_timeout_s: float,
-        clock: Callable[[], float] = time.monotonic,
-        new_env: EnvFactory = ServiceIncidentEnvironment,
-    ) -> None:
-        self.max_episodes = max_episodes
-        self.idle_timeout_s = idle_timeout_s
-        self.clock = clock
+    def __init__(self, new_env: EnvFactory, session_id: str) -> None:
         self.new_env = new_env
-        self._episodes: OrderedDict[str, _Entry] = OrderedDict()
+        self.session_id = session_id
+        self.episode: TextEpisode | None = None
+        self.ended = False  # the SDK has ended it (DELETE, its own idle timeout)
 
-    def __len__(self) -> int:
-        return len(self._episodes)
+    @property
+    def used(self) -> bool:
+        return self.episode is not None
 
-    def of(self, session_id: str) -> TextEpisode:
-        now = self.clock()
-        entry = self._episodes.get(session_id)
-        if entry is None:
-            self.expire(now)
-            entry = self._episodes[session_id] = _Entry(now, self.new_env())
-            while len(self._episodes) > self.max_episodes:
-                self.close(next(iter(self._episodes)))
-        entry.last_active = now
-        self._episodes.move_to_end(session_id)
-        return entry.episode
+    def play(self) -> TextEpisode:
+        if self.episode is None:
+            self.episode = TextEpisode(self.new_env())
+        return self.episode
 
-    def close(self, session_id: str) -> None:
-        entry = self._episodes.pop(session_id, None)
-        if entry is not None:
-            entry.episode.env.close()
+    def close(self) -> None:
+        if self.episode is not None:
+            self.episode.env.close()
 
-    def expire(self, now: float) -> None:
-        deadline = now - self.idle_timeout_s
-        for key in [k for k, e in self._episodes.items() if e.last_active < deadline]:
-            self.close(key)
+
+def session_store(
+    max_sessions: int,
+    per_client: int,
+    idle_timeout_s: float,
+    clock: Clock = time.monotonic,
+    on_drop: Callable[[McpSession], None] = McpSession.close,
+) -> BoundedStore[McpSession]:
+    """MCP sessions, bounded like every store (bounded.py): a client past its bound is refused unless
+    one of its own sessions is idle; a full server lets an idle session of anyone make way."""
+    return BoundedStore(
+        capacity=max_sessions,
+        per_owner=per_client,
+        idle_timeout_s=idle_timeout_s,
+        live_s=min(UNTRIED_SESSION_S, idle_timeout_s),
+        what="MCP sessions",
+        clock=clock,
+        on_drop=on_drop,
+        evict_own=False,
+    )
 
 
 class McpEndpoint:
@@ -248,9 +295,13 @@ class McpEndpoint:
         clock: Callable[[], float] = time.monotonic,
         max_body_bytes: int = 1024 * 1024,
         new_env: EnvFactory = ServiceIncidentEnvironment,
+        max_sessions_per_client: int = 16,
     ) -> None:
         self.openenv = openenv
-        self.mcp_episodes = SessionEpisodes(max_sessions, idle_timeout_s, clock, new_env)
+        self.new_env = new_env
+        self.sessions = session_store(max_sessions, max_sessions_per_client, idle_timeout_s, clock, self._ended)
+        self._ending: list[str] = []
+        self._wake: anyio.Event | None = None
         self.manager: StreamableHTTPSessionManager | None = None
         if sdk is None:
             return
@@ -278,7 +329,8 @@ class McpEndpoint:
             self.server,
             json_response=True,
             session_idle_timeout=idle_timeout_s,
-            max_sessions=max_sessions,
+            # Ours is the bound that refuses, with a reply that says whose; the SDK's is a backstop.
+            max_sessions=max_sessions + 1,
             max_request_body_size=max_body_bytes,
         )
 
@@ -287,8 +339,54 @@ class McpEndpoint:
         if self.manager is None:
             yield
             return
-        async with self.manager.run():
+        async with self.manager.run(), anyio.create_task_group() as tasks:
+            tasks.start_soon(self._end_sessions)
             yield
+            tasks.cancel_scope.cancel()
+
+    def expire(self) -> int:
+        """End the sessions idle past the timeout, and sooner those that never called a tool."""
+        return self.sessions.expire() + self.sessions.expire(UNTRIED_SESSION_S, where=lambda s: not s.used)
+
+    def _ended(self, session: McpSession) -> None:
+        session.close()
+        if not session.ended and self.manager is not None:
+            # Evicted or expired here: the SDK must end it too, which takes a request (below).
+            self._ending.append(session.session_id)
+            if self._wake is not None:
+                self._wake.set()
+
+    async def _end_sessions(self) -> None:
+        assert self.manager is not None
+        while True:
+            self._wake = anyio.Event()
+            if not self._ending:
+                await self._wake.wait()
+            ending, self._ending = self._ending, []
+            for session_id in ending:
+                await self.manager.handle_request(_delete_scope(session_id), _no_body, _discard)
+
+    async def _initialize(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
+        """Open an MCP session within the bounds, and keep it in the store under its client."""
+        assert self.manager is not None
+        client = scope["client"][0] if scope.get("client") else ""
+        try:
+            self.sessions.make_room(client)
+        except AtCapacity as full:
+            status = 429 if full.whose == "owner" else 503
+            error = RpcError(SERVER_ERROR, str(full), {"held": full.held, "limit": full.limit, "whose": full.whose})
+            await _reply(send, status, RpcResponse("2.0", None, error=error))
+            return
+
+        async def opened(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 200:
+                session_id = dict(message.get("headers", [])).get(SESSION_HEADER)
+                if session_id is not None:
+                    key = session_id.decode("latin-1")
+                    self.sessions.add(key, McpSession(self.new_env, key), client)
+            await send(message)
+
+        await self.manager.handle_request(scope, _replay(body, receive), opened)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         manager = self.manager
@@ -298,9 +396,15 @@ class McpEndpoint:
             await _reply(send, 405 if scope["method"] != "POST" else 404, _WITHOUT_SDK)
             return
         if manager is not None and (scope["method"] != "POST" or session_id is not None):
+            key = session_id.decode("latin-1") if session_id is not None else None
+            if key is not None:
+                self.sessions.touch(key)
             await manager.handle_request(scope, receive, send)
-            if scope["method"] == "DELETE" and session_id is not None:
-                self.mcp_episodes.close(session_id.decode("latin-1"))
+            if scope["method"] == "DELETE" and key is not None:
+                session = self.sessions.get(key)
+                if session is not None:
+                    session.ended = True
+                    self.sessions.pop(key)
             return
         body = await _read_body(receive)
         try:
@@ -323,9 +427,9 @@ class McpEndpoint:
             if manager is None:
                 await _reply(send, 200, msgspec.structs.replace(_WITHOUT_SDK, id=_request_id(request)))
                 return
-            await manager.handle_request(scope, _replay(body, receive), send)
+            await self._initialize(scope, body, receive, send)
             return
-        await _reply(send, 200, self.openenv(Request(scope), request))
+        await _reply(send, 200, await self.openenv(Request(scope), request))
 
     def _unsupported(self, request: Any, version: str) -> RpcResponse:
         supported = sorted(self.handshake_versions)
@@ -340,7 +444,10 @@ class McpEndpoint:
             raise _mcp_error(INVALID_REQUEST, "tools/call needs an MCP session: send initialize first")
         if params.name != RESET_TOOL.name and params.name not in TOOLS_BY_NAME:
             raise _mcp_error(INVALID_PARAMS, f"Unknown tool: {params.name}")
-        episode = self.mcp_episodes.of(session_id)
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise _mcp_error(INVALID_REQUEST, "this MCP session has expired: send initialize for a new one")
+        episode = session.play()
         arguments = dict(params.arguments or {})
         try:
             if params.name == RESET_TOOL.name:
@@ -390,6 +497,31 @@ async def _read_body(receive: Receive) -> bytes:
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(chunks)
+
+
+def _delete_scope(session_id: str) -> Scope:
+    headers = [(SESSION_HEADER, session_id.encode("latin-1"))]
+    return {
+        "type": "http",
+        "method": "DELETE",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "query_string": b"",
+        "headers": headers,
+        "scheme": "http",
+        "http_version": "1.1",
+        "root_path": "",
+        "server": None,
+        "client": None,
+    }
+
+
+async def _no_body() -> Message:
+    return {"type": "http.request", "body": b"", "more_body": False}
+
+
+async def _discard(message: Message) -> None:
+    pass
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -8,15 +8,21 @@ The clock is injected (`time.monotonic` by default), so the reaper is tested wit
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from functools import partial
+from typing import TYPE_CHECKING
 
 import anyio
 
 from service_incident.environment import ServiceIncidentEnvironment
 
-Clock = Callable[[], float]
+from .bounded import AtCapacity, BoundedStore, Clock
+
+if TYPE_CHECKING:
+    from .replay import Episode
+
 # How the server makes an environment: with its holdout key, if it has one.
 EnvFactory = Callable[[], ServiceIncidentEnvironment]
 
@@ -28,20 +34,22 @@ def environments(holdout_key: str | None) -> EnvFactory:
 class Session:
     """A live socket's environment and the scope that serves it."""
 
-    __slots__ = ("clock", "env", "idle", "last_active", "scope")
+    __slots__ = ("env", "episode", "idle", "key", "owner", "scope")
 
-    def __init__(self, clock: Clock, env: ServiceIncidentEnvironment) -> None:
+    def __init__(self, env: ServiceIncidentEnvironment, key: str, owner: str = "") -> None:
         self.env = env
+        # The episode being played, logged so that it can be resumed (replay.py); None before a reset.
+        self.episode: Episode | None = None
+        self.key = key
+        self.owner = owner
         self.scope = anyio.CancelScope()
-        self.clock = clock
-        self.last_active = clock()
         self.idle = False
-
-    def touch(self) -> None:
-        self.last_active = self.clock()
 
 
 class SessionRegistry:
+    """The live sockets' sessions, bounded like every store of the server (bounded.py): at capacity a
+    newcomer is refused, except that a session idle past the deadline makes way for it."""
+
     def __init__(
         self,
         capacity: int,
@@ -53,30 +61,51 @@ class SessionRegistry:
         self.idle_timeout_s = idle_timeout_s
         self.clock = clock
         self.new_env = new_env
-        self._sessions: set[Session] = set()
+        self._sessions: BoundedStore[Session] = BoundedStore(
+            capacity=capacity,
+            per_owner=capacity,
+            idle_timeout_s=idle_timeout_s,
+            live_s=idle_timeout_s,
+            what="sessions",
+            clock=clock,
+            on_drop=_going_idle,
+            evict_own=False,
+        )
+        self._opened = itertools.count()
 
     @property
     def active(self) -> int:
         return len(self._sessions)
 
-    def open(self) -> Session | None:
+    def open(self, owner: str = "") -> Session | None:
         """A new session, or None when the server is at capacity."""
-        if len(self._sessions) >= self.capacity:
+        try:
+            self._sessions.make_room(owner)
+        except AtCapacity:
             return None
-        session = Session(self.clock, self.new_env())
-        self._sessions.add(session)
+        session = Session(self.new_env(), str(next(self._opened)), owner)
+        self._sessions.add(session.key, session, owner)
         return session
 
+    def touch(self, session: Session) -> None:
+        self._sessions.touch(session.key)
+
     def release(self, session: Session) -> None:
-        self._sessions.discard(session)
+        self._sessions.pop(session.key)
         session.env.close()
+
+    def close_all(self) -> None:
+        """Cancel every session (the server is shutting down); their handlers close and release them."""
+        for session in list(self._sessions.values()):
+            session.scope.cancel()
 
     def reap(self) -> int:
         """Cancel sessions idle past the deadline (their handlers then close the socket and release);
         how many were cancelled."""
-        deadline = self.clock() - self.idle_timeout_s
-        idle = [s for s in self._sessions if s.last_active < deadline and not s.idle]
-        for session in idle:
-            session.idle = True
-            session.scope.cancel()
-        return len(idle)
+        return self._sessions.expire()
+
+
+def _going_idle(session: Session) -> None:
+    # Its handler closes the socket with 1001 and releases the environment.
+    session.idle = True
+    session.scope.cancel()

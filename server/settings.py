@@ -45,6 +45,14 @@ class Settings(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     # One client (address) holds at most this many; its resets past it evict its own oldest.
     http_max_episodes_per_client: Count = 16
     http_episode_idle_timeout_s: Positive = 900.0
+    # MCP sessions: one client (address) holds at most this many.
+    mcp_max_sessions_per_client: Count = 16
+    # Where episode logs live, so a session resumes on any process (server/episode_log.py):
+    # "memory" (this process), "sqlite:///path" (the workers of one box), "redis://host:6379/0" (many boxes).
+    episode_store: str = "memory"
+    # Server processes on one port: a number, or "auto" for one per core. More than one shares the
+    # episode store, a SQLite file of their own if EPISODE_STORE is "memory".
+    workers: Annotated[str, Meta(pattern=r"^(auto|[1-9][0-9]*)$")] = "1"
     # Whether a request that names no episode continues the latest one: "auto" allows it only on a
     # server reachable from this machine alone (bound to loopback, and the request arrived there).
     http_implicit_episode: Literal["auto", "true", "false"] = "auto"
@@ -107,9 +115,12 @@ class Settings(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
             # Without proxy_headers uvicorn ignores the headers; with it, believes them from these.
             "proxy_headers": bool(self.forwarded_allow_ips),
             "forwarded_allow_ips": self.forwarded_allow_ips or None,
-            # HTTP episodes and WebSocket sessions live in this process: more workers would split them.
-            "workers": 1,
+            "workers": self.worker_count,
         }
+
+    @property
+    def worker_count(self) -> int:
+        return (os.cpu_count() or 1) if self.workers == "auto" else int(self.workers)
 
     @property
     def origins(self) -> frozenset[str]:

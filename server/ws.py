@@ -22,25 +22,39 @@ from service_incident.models import parse_action
 from service_incident.wire import ErrorCode, ProtocolError, core_error
 
 from . import mcp
+from .bounded import AtCapacity
 from .fairness import FairTurns, backlog
 from .guard import OriginPolicy
-from .http_episodes import reset
+from .replay import Replayer, UnknownEpisode
 from .sessions import Session, SessionRegistry
 
 log = logging.getLogger(__name__)
 
 CLOSE_NORMAL = 1000
-CLOSE_GOING_AWAY = 1001  # sent when a session was idle too long
+CLOSE_GOING_AWAY = 1001  # sent when a session was idle too long, or the server is shutting down
+DRAINING = "server shutting down: resume the episode on another"
+DRAIN_S = 5.0
 # A peer that stopped reading can block the close frame forever; the handler must still return.
 CLOSE_SEND_TIMEOUT_S = 2.0
 _BINARY = ProtocolError(ErrorCode.SESSION_ERROR, "Binary frames are not supported: send JSON text frames")
 
 
 class SessionEndpoint:
-    def __init__(self, registry: SessionRegistry, origins: OriginPolicy) -> None:
+    def __init__(self, registry: SessionRegistry, origins: OriginPolicy, replayer: Replayer) -> None:
         self.registry = registry
         self.origins = origins
+        self.replayer = replayer
         self.turns = FairTurns()
+        self.draining = False
+
+    async def drain(self, within_s: float = DRAIN_S) -> None:
+        """Stop admitting sessions and close every one with 1001 once its frame in flight is answered,
+        so that clients resume elsewhere (their episodes are in the log); waits at most `within_s`."""
+        self.draining = True
+        self.registry.close_all()
+        with anyio.move_on_after(within_s):
+            while self.registry.active:
+                await anyio.sleep(0.01)
 
     async def serve(self, websocket: WebSocket) -> None:
         if not self.origins.allows(websocket.headers):
@@ -48,7 +62,11 @@ class SessionEndpoint:
             return
         # Accept before refusing, as stock OpenEnv does: its clients read the reason from an error frame.
         await websocket.accept()
-        session = self.registry.open()
+        owner = websocket.client.host if websocket.client else ""
+        if self.draining:
+            await _close(websocket, CLOSE_GOING_AWAY, DRAINING)  # the client resumes on another process
+            return
+        session = self.registry.open(owner)
         if session is None:
             registry = self.registry
             with contextlib.suppress(WebSocketDisconnect):
@@ -61,7 +79,8 @@ class SessionEndpoint:
             with session.scope, contextlib.suppress(WebSocketDisconnect):
                 closing = await self._converse(websocket, session)
             if session.scope.cancelled_caught:
-                closing = (CLOSE_GOING_AWAY, f"session idle for more than {self.registry.idle_timeout_s:g} s")
+                idle = f"session idle for more than {self.registry.idle_timeout_s:g} s"
+                closing = (CLOSE_GOING_AWAY, DRAINING if self.draining else idle)
             if closing is not None:
                 await _close(websocket, *closing)
         finally:
@@ -74,47 +93,84 @@ class SessionEndpoint:
             message = await websocket.receive()
             if message["type"] == "websocket.disconnect":
                 return None
-            session.touch()
+            self.registry.touch(session)
             text = message.get("text")
             if text is None:
                 await websocket.send_text(wire.error_text(_BINARY))
                 return CLOSE_NORMAL, ""
-            try:
-                reply = answer(session, text)
-            except ProtocolError as error:
-                reply = wire.error_text(error)
-                if error.fatal:
-                    await websocket.send_text(reply)
+            # A frame begun is finished and answered, even while the server drains.
+            with anyio.CancelScope(shield=True):
+                try:
+                    reply = await self.answer(session, text)
+                except ProtocolError as error:
+                    reply = wire.error_text(error)
+                    if error.fatal:
+                        await websocket.send_text(reply)
+                        return CLOSE_NORMAL, ""
+                if reply is None:
                     return CLOSE_NORMAL, ""
-            if reply is None:
-                return CLOSE_NORMAL, ""
-            await websocket.send_text(reply)
+                await websocket.send_text(reply)
             await self.turns.after_frame(queued() if queued else 0)
 
+    async def answer(self, session: Session, text: str) -> str | None:  # noqa: C901 (one case per frame type)
+        """The reply frame to one client frame; None for `close`, which gets no reply.
 
-def answer(session: Session, text: str) -> str | None:
-    """The reply frame to one client frame; None for `close`, which gets no reply."""
-    message = wire.decode_message(text)
-    env = session.env
-    try:
-        match message:
-            case wire.StepMessage(data=data):
-                return wire.observation_text(env.step(parse_action(bytes(data))))
-            case wire.ResetMessage(data=request):
-                return wire.observation_text(reset(env, request))
-            case wire.StateMessage():
-                return wire.state_text(env.state)
-            case wire.McpMessage(data=request):
-                return wire.mcp_text(mcp.handle(request, lambda _session_id: env))
-            case wire.CloseMessage():
-                return None
-    except Exception as exc:
-        error = core_error(exc)
-        if error is not None:
-            raise error from None
-        # The exception text could carry environment internals; the client gets its type only.
-        log.exception("environment failed on a %s message", type(message).__name__)
-        raise ProtocolError(ErrorCode.EXECUTION_ERROR, f"{type(exc).__name__} in the environment") from None
+        A reset or step is saved in the episode log before its reply is sent, so whatever a client
+        has seen can be resumed on another socket, in this process or any other sharing the store.
+        """
+        message = wire.decode_message(text)
+        try:
+            match message:
+                case wire.StepMessage(data=data):
+                    action = parse_action(bytes(data))
+                    if session.episode is None:
+                        return wire.observation_text(session.env.step(action))
+                    observation = session.episode.step(action)
+                    await self.replayer.save(session.episode)
+                    return wire.observation_text(observation)
+                case wire.ResetMessage(data=request):
+                    previous = session.episode
+                    episode_id, session.episode, observation = self.replayer.begin(request, session.owner, session.env)
+                    if previous is not None:
+                        await self.replayer.drop(previous)
+                    await self.replayer.save(session.episode)
+                    return wire.reset_text(observation, episode_id)
+                case wire.ResumeMessage(data=resume):
+                    return await self._resume(session, resume)
+                case wire.StateMessage():
+                    return wire.state_text(session.env.state)
+                case wire.McpMessage(data=request):
+                    reply = wire.mcp_text(mcp.handle(request, lambda _session_id: session.episode or session.env))
+                    if session.episode is not None:
+                        await self.replayer.save(session.episode)
+                    return reply
+                case wire.CloseMessage():
+                    if session.episode is not None:
+                        await self.replayer.drop(session.episode)
+                    return None
+        except UnknownEpisode as exc:
+            raise ProtocolError(ErrorCode.UNKNOWN_EPISODE, str(exc)) from None
+        except AtCapacity as exc:  # the episode log is full of other clients' live episodes
+            raise ProtocolError(ErrorCode.CAPACITY_REACHED, str(exc)) from None
+        except Exception as exc:
+            error = core_error(exc)
+            if error is not None:
+                raise error from None
+            # The exception text could carry environment internals; the client gets its type only.
+            log.exception("environment failed on a %s message", type(message).__name__)
+            raise ProtocolError(ErrorCode.EXECUTION_ERROR, f"{type(exc).__name__} in the environment") from None
+
+    async def _resume(self, session: Session, resume: wire.Resume) -> str:
+        episode = await self.replayer.restore(resume.episode_id, session.owner)
+        # The log holds every step the client saw answered, and at most the one whose reply it lost.
+        if not resume.steps <= episode.logged <= resume.steps + 1:
+            raise UnknownEpisode(
+                f"the episode has taken {episode.logged} steps, not {resume.steps}: reset to start over"
+            )
+        assert episode.last is not None
+        session.env.close()
+        session.env, session.episode = episode.env, episode
+        return wire.resumed_text(episode.last, episode.logged)
 
 
 async def _close(websocket: WebSocket, code: int, reason: str) -> None:

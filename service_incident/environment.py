@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import msgspec
@@ -111,6 +112,9 @@ class ServiceIncidentEnvironment:
         self._episode: _Episode | None = None
         self._last: Observation | None = None
         self._holdout = HoldoutKey(holdout_key) if holdout_key is not None else None
+        # Where a seed comes from when a reset names none: a server that logs episodes to replay them
+        # draws it itself, so a replay of a drawn seed is the same episode, the seed still withheld.
+        self.draw_seed: Callable[[], int] = lambda: random.SystemRandom().randrange(MAX_SEED)
 
     def reset(
         self,
@@ -134,7 +138,7 @@ class ServiceIncidentEnvironment:
         task = self._task(task_id, incident_id, self._holdout is not None)
         seed_drawn = seed is None
         if seed is None:
-            seed = random.SystemRandom().randrange(MAX_SEED)
+            seed = self.draw_seed()
         elif isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
             raise InvalidReset(f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}")
         if reward_mode not in ("final", "dense"):

@@ -42,6 +42,8 @@ class ErrorCode(StrEnum):
     CAPACITY_REACHED = "CAPACITY_REACHED"
     FACTORY_ERROR = "FACTORY_ERROR"
     SESSION_ERROR = "SESSION_ERROR"
+    # Not OpenEnv's: a `resume` naming an episode the store does not (any longer) have.
+    UNKNOWN_EPISODE = "UNKNOWN_EPISODE"
 
 
 # After these the server closes the socket (code 1000), as stock OpenEnv does; others keep it open.
@@ -103,7 +105,19 @@ class McpMessage(_Message, tag="mcp"):
     data: Any
 
 
-ClientMessage = ResetMessage | StepMessage | StateMessage | CloseMessage | McpMessage
+class Resume(Struct, forbid_unknown_fields=True):
+    """Carry on an episode on a new socket: its id (from the reset reply) and the steps the client
+    has seen answered (the reply to one more may have been lost on the way)."""
+
+    episode_id: EpisodeId
+    steps: Annotated[int, Meta(ge=0)]
+
+
+class ResumeMessage(_Message, tag="resume"):
+    data: Resume
+
+
+ClientMessage = ResetMessage | StepMessage | StateMessage | CloseMessage | McpMessage | ResumeMessage
 MESSAGE_TYPES = frozenset(cls.__struct_config__.tag for cls in get_args(ClientMessage))
 
 _message_decoder = msgspec.json.Decoder(ClientMessage)
@@ -297,6 +311,17 @@ class McpFrame(_Frame, Generic[T], tag="mcp"):
     data: T
 
 
+class Resumed(Struct, Generic[T]):
+    """The reply to `resume`: the steps the episode has taken and the observation after the last."""
+
+    steps: int
+    result: T
+
+
+class ResumedFrame(_Frame, Generic[T], tag="resumed"):
+    data: Resumed[T]
+
+
 class ErrorData(Struct, omit_defaults=True):
     message: str
     code: ErrorCode
@@ -333,6 +358,15 @@ encode = _encoder.encode
 
 def observation_text(observation: Observation) -> str:
     return encode(ObservationFrame(step_payload(observation))).decode()
+
+
+def reset_text(observation: Observation, episode_id: str) -> str:
+    """A reset's reply: with the id that resumes the episode on another socket."""
+    return encode(ObservationFrame(http_step_payload(observation, episode_id))).decode()
+
+
+def resumed_text(observation: Observation, steps: int) -> str:
+    return encode(ResumedFrame(Resumed(steps, step_payload(observation)))).decode()
 
 
 def state_text(state: State) -> str:

@@ -21,7 +21,7 @@ from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.integrations import text
 from service_incident.models import ACTION_NAMES, parse_action
 from service_incident.server.app import create_app
-from service_incident.server.mcp import SessionEpisodes
+from service_incident.server.mcp import McpSession, session_store
 from service_incident.server.settings import Settings
 
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -160,16 +160,14 @@ def test_openenv_requests_without_a_session_keep_their_dialect(mcp_url: str) -> 
     assert too_big.status_code == 413
 
 
-def test_session_episodes_are_bounded_in_number_and_idle_time() -> None:
+def test_session_store_is_bounded_in_number_and_idle_time() -> None:
     now = [0.0]
-    store = SessionEpisodes(max_episodes=2, idle_timeout_s=10.0, clock=lambda: now[0])
-    store.of("a").reset(task_id="easy", seed=1)
-    store.of("b")
-    store.of("c")  # over capacity: the least recently used goes
-    assert len(store) == 2 and store.of("a").observation is None
+    store = session_store(max_sessions=2, per_client=2, idle_timeout_s=10.0, clock=lambda: now[0])
+    for key in "ab":
+        store.make_room("client")
+        store.add(key, McpSession(ServiceIncidentEnvironment, key), "client")
     now[0] = 11.0
-    store.of("d")  # "c" and "a" have been idle too long
-    assert len(store) == 1
+    assert store.expire() == 2 and len(store) == 0
 
 
 async def test_ending_a_session_ends_its_episode() -> None:
@@ -179,6 +177,6 @@ async def test_ending_a_session_ends_its_episode() -> None:
     with serving(app) as url:
         async with Client(f"{url}/mcp") as client:
             await client.call_tool("reset", {"task_id": "easy", "seed": 1})
-            assert len(endpoint.mcp_episodes) == 1
+            assert len(endpoint.sessions) == 1
         # Leaving the client's context sends DELETE for its session.
-        assert len(endpoint.mcp_episodes) == 0
+        assert len(endpoint.sessions) == 0

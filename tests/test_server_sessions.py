@@ -6,8 +6,12 @@ from __future__ import annotations
 import pytest
 from serving import ManualClock
 
+from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.models import InvalidReset, ResetRequest
+from service_incident.server.bounded import AtCapacity
+from service_incident.server.episode_log import MemoryLog
 from service_incident.server.http_episodes import EpisodeStore, UnknownEpisode
+from service_incident.server.replay import Replayer
 from service_incident.server.sessions import SessionRegistry
 
 
@@ -25,76 +29,85 @@ async def test_only_sessions_idle_past_the_deadline_are_reaped_and_only_once() -
     idle, busy = registry.open(), registry.open()
     assert idle is not None and busy is not None
     clock.advance(9)
-    busy.touch()
+    registry.touch(busy)
     assert registry.reap() == 0
     clock.advance(1.5)  # idle: 10.5 s without a frame; busy: 1.5 s
     assert registry.reap() == 1
     assert idle.scope.cancel_called and idle.idle and not busy.scope.cancel_called
     assert registry.reap() == 0  # already on its way out: its handler releases it
+    registry.release(idle)
     clock.advance(10)
     assert registry.reap() == 1 and busy.scope.cancel_called
 
 
 def store(clock: ManualClock | None = None, total: int = 8, per_client: int = 3) -> EpisodeStore:
-    return EpisodeStore(total, per_client, idle_timeout_s=60, clock=clock or ManualClock())
+    clock = clock or ManualClock()
+    log = MemoryLog(64, 64, 60, clock)
+    return EpisodeStore(Replayer(log, ServiceIncidentEnvironment, None), total, per_client, 60, 30, clock)
 
 
-def test_episode_ids_are_drawn_by_the_server_and_a_chosen_name_stays_a_name() -> None:
+async def test_episode_ids_are_drawn_by_the_server_and_a_chosen_name_stays_a_name() -> None:
     episodes = store()
-    ids = {episodes.start(ResetRequest(episode_id="ep-1"), "a")[0] for _ in range(3)}
+    ids = {(await episodes.start(ResetRequest(episode_id="ep-1"), "a"))[0] for _ in range(3)}
     assert len(ids) == 3 and "ep-1" not in ids and all(len(i) >= 24 for i in ids)
-    assert {episodes.get(i).state.episode_id for i in ids} == {"ep-1"}
-    unnamed, _ = episodes.start(ResetRequest(), "a")
-    assert episodes.get(unnamed).state.episode_id == unnamed
+    assert {(await episodes.get(i, "a")).state.episode_id for i in ids} == {"ep-1"}
+    unnamed, _ = await episodes.start(ResetRequest(), "a")
+    assert (await episodes.get(unnamed, "a")).state.episode_id == unnamed
 
 
-def test_a_client_past_its_bound_evicts_its_own_oldest_episode_only() -> None:
+async def test_a_client_past_its_bound_evicts_its_own_oldest_episode_only() -> None:
     episodes = store(per_client=3)
-    theirs, _ = episodes.start(ResetRequest(), "victim")
-    mine = [episodes.start(ResetRequest(), "attacker")[0] for _ in range(10)]
+    theirs, _ = await episodes.start(ResetRequest(), "victim")
+    mine = [(await episodes.start(ResetRequest(), "attacker"))[0] for _ in range(10)]
     assert len(episodes) == 4
-    episodes.get(theirs)
+    await episodes.get(theirs, "victim")
     for gone in mine[:7]:
         with pytest.raises(UnknownEpisode):
-            episodes.get(gone)
-    assert all(episodes.get(kept) for kept in mine[7:])
+            await episodes.get(gone, "attacker")
+    assert all([await episodes.get(kept, "attacker") for kept in mine[7:]])
 
 
-def test_the_store_evicts_the_least_recently_used_episode_past_its_size() -> None:
-    episodes = store(total=3, per_client=3)
-    a, b, c = (episodes.start(ResetRequest(), client)[0] for client in "abc")
-    episodes.get(a)  # now b is the least recently used
-    episodes.start(ResetRequest(), "d")
+async def test_a_full_store_evicts_an_idle_episode_never_a_live_one_of_another_client() -> None:
+    clock = ManualClock()
+    episodes = store(clock, total=3, per_client=3)
+    a, b = [(await episodes.start(ResetRequest(), client))[0] for client in "ab"]
+    clock.advance(40)  # past the live window (30 s): a and b are idle
+    await episodes.get(a, "a")  # a is live again, b still idle
+    c, _ = await episodes.start(ResetRequest(), "c")
+    d, _ = await episodes.start(ResetRequest(), "d")  # full: the idle b makes way
     with pytest.raises(UnknownEpisode):
-        episodes.get(b)
-    assert episodes.get(a) and episodes.get(c)
+        await episodes.get(b, "b")
+    with pytest.raises(AtCapacity, match="the server holds 3 of its 3 HTTP episodes") as full:
+        await episodes.start(ResetRequest(), "e")  # a, c and d are live and not e's
+    assert full.value.whose == "server"
+    assert all([await episodes.get(key, "x") for key in (a, c, d)])
 
 
-def test_idle_episodes_expire_on_the_clock() -> None:
+async def test_idle_episodes_expire_on_the_clock() -> None:
     clock = ManualClock()
     episodes = store(clock)
-    old, _ = episodes.start(ResetRequest(), "a")
+    old, _ = await episodes.start(ResetRequest(), "a")
     clock.advance(50)
-    fresh, _ = episodes.start(ResetRequest(), "a")
+    fresh, _ = await episodes.start(ResetRequest(), "a")
     clock.advance(20)  # old: 70 s idle, fresh: 20 s
-    assert episodes.expire() == 1
+    assert await episodes.expire() == 1
     with pytest.raises(UnknownEpisode):
-        episodes.get(old)
-    assert episodes.get(fresh) and episodes.latest == fresh
+        await episodes.get(old, "a")
+    assert await episodes.get(fresh, "a") and episodes.latest == fresh
 
 
-def test_a_failed_start_leaves_no_latest_episode_and_keeps_the_others() -> None:
+async def test_a_failed_start_leaves_no_latest_episode_and_keeps_the_others() -> None:
     episodes = store()
-    first, _ = episodes.start(ResetRequest(), "a")
+    first, _ = await episodes.start(ResetRequest(), "a")
     with pytest.raises(InvalidReset):
-        episodes.start(ResetRequest(task_id="no-such-task"), "a")
-    assert episodes.latest is None and len(episodes) == 1 and episodes.get(first)
+        await episodes.start(ResetRequest(task_id="no-such-task"), "a")
+    assert episodes.latest is None and len(episodes) == 1 and await episodes.get(first, "a")
 
 
-def test_a_closed_episode_is_gone() -> None:
+async def test_a_closed_episode_is_gone() -> None:
     episodes = store()
-    episode, _ = episodes.start(ResetRequest(), "a")
-    assert episodes.close(episode) and not episodes.close(episode)
+    episode, _ = await episodes.start(ResetRequest(), "a")
+    assert await episodes.close(episode) and not await episodes.close(episode)
     assert episodes.latest is None
     with pytest.raises(UnknownEpisode):
-        episodes.get(episode)
+        await episodes.get(episode, "a")

@@ -131,7 +131,8 @@ def parser() -> argparse.ArgumentParser:
         "--env-url",
         default=os.environ.get("ENV_URL") or None,
         metavar="URL",
-        help="server to evaluate against over WebSocket (default $ENV_URL, else an embedded server)",
+        help="server to evaluate against over WebSocket, or several comma-separated that sessions are spread "
+        "across (default $ENV_URL, else an embedded server)",
     )
     where.add_argument(
         "--in-process", action="store_true", help="play on the environment in this process: no server, no sockets"

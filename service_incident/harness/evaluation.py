@@ -142,7 +142,7 @@ async def _play_all(
                     await play(session, policy_for(spec), spec, record)
             except Exception as exc:  # the environment failed this episode; the others go on
                 if not record.graded:  # a session that fails to close after the grade changes nothing
-                    _fail(record, "environment", exc)
+                    _fail(record, "lost" if getattr(exc, "episode_lost", False) else "environment", exc)
             finally:  # on cancellation too: every episode that started gets its [END]
                 if not record.graded and record.failure is None:
                     record.error, record.failure = "interrupted", "interrupted"

@@ -31,8 +31,9 @@ def succeeded(score: float) -> bool:
 # could not be used), scored at the floor like any failure of the agent. The others are not the
 # agent's doing and are counted apart from its mean: the environment (server unreachable, session
 # lost), the model endpoint the agent depends on, or a run interrupted by its user.
-Failure = Literal["agent", "environment", "model", "interrupted"]
-NOT_THE_AGENTS: frozenset[Failure] = frozenset({"environment", "model", "interrupted"})
+# "lost": the connection to the server went and the episode could not be resumed there.
+Failure = Literal["agent", "environment", "lost", "model", "interrupted"]
+NOT_THE_AGENTS: frozenset[Failure] = frozenset({"environment", "lost", "model", "interrupted"})
 
 
 class EpisodeSpec(Struct, frozen=True, kw_only=True):

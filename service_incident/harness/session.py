@@ -14,6 +14,7 @@ WebSocket session is asked for: an in-process evaluation loads neither it nor we
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Protocol
@@ -84,10 +85,13 @@ class _WebSocketSession:
 
 
 class WebSocket:
-    """Episodes over the WebSocket client, a session each, against the server at `base_url`."""
+    """Episodes over the WebSocket client, a session each, against the server at `base_url`: or
+    spread in turn across several, comma-separated (servers sharing an episode store, or not)."""
 
     def __init__(self, base_url: str) -> None:
         self.base_url = base_url
+        self.base_urls = [url.strip() for url in base_url.split(",") if url.strip()]
+        self._turn = itertools.cycle(self.base_urls)
 
     @property
     def where(self) -> str:
@@ -97,7 +101,7 @@ class WebSocket:
     async def open(self) -> AsyncIterator[Session]:
         from service_incident.client import ServiceIncidentEnv
 
-        async with ServiceIncidentEnv(self.base_url) as env:
+        async with ServiceIncidentEnv(next(self._turn)) as env:
             yield _WebSocketSession(env)
 
     @classmethod

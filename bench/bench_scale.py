@@ -1,0 +1,316 @@
+"""Scale-out benchmark on loopback: workers, nginx, the episode stores, resuming, and the kill drill.
+
+    .venv/bin/python bench/bench_scale.py            # a few minutes
+    .venv/bin/python bench/bench_scale.py --quick    # a smoke run
+
+It measures, in one run (quote ratios from one run: the machine may be shared):
+(a) full-environment steps/s at 256 sessions (hard task, whole episodes): one process; `--workers 2`
+    (its embedded SQLite store); two processes sharing a Redis, addressed directly and through nginx
+    (hashing on Episode-Id). The load comes from two client processes, so the client is not the limit;
+(b) what the episode log adds per step, in process CPU: a step and its save against the step alone,
+    for the in-memory, SQLite and Redis stores;
+(c) resume latency over a WebSocket (connect, resume, reply) at step 5 and at the last step of a
+    gen_expert episode, p50 and p99, per store;
+(d) the kill drill: 200 episodes across two processes behind nginx, one killed (SIGKILL) a third of
+    the way and restarted: completed, lost, resumed, and how long the resumed sessions waited.
+Needs nginx and redis-server (`make scale-services`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+from websockets.asyncio.client import connect
+
+from service_incident.client import ServiceIncidentEnv
+from service_incident.environment import ServiceIncidentEnvironment
+from service_incident.harness.agents import REFERENCE_AGENTS
+from service_incident.harness.evaluation import evaluate, reference_policy
+from service_incident.harness.records import EpisodeRecord, EpisodeSpec
+from service_incident.models import ResetRequest
+from service_incident.server.episode_log import EpisodeLog, open_log
+from service_incident.server.replay import Replayer
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_transport import cpu_s, policy  # noqa: E402
+from scale_support import ServerProcess, nginx, redis_server, servers  # noqa: E402
+
+SESSIONS = 256
+LOADERS = 2
+
+# One load generator: `our_throughput` over a share of the sessions, spread over the URLs given.
+LOADER = """
+import asyncio, json, sys
+sys.path.insert(0, sys.argv[1])
+from service_incident.client import ServiceIncidentEnv
+from bench_transport import our_throughput
+# 256 handshakes at once on a loaded machine take longer than the default 10 s.
+_init = ServiceIncidentEnv.__init__
+ServiceIncidentEnv.__init__ = lambda self, url, **kw: _init(self, url, **{"connect_timeout_s": 120, **kw})
+urls, sessions, seconds = sys.argv[2].split(","), int(sys.argv[3]), float(sys.argv[4])
+async def main():
+    share = [sessions // len(urls) + (i < sessions % len(urls)) for i in range(len(urls))]
+    runs = await asyncio.gather(*(our_throughput(u, n, seconds) for u, n in zip(urls, share) if n))
+    print(json.dumps({"steps": sum(r["steps"] for r in runs), "errors": sum(r["errors"] for r in runs)}))
+asyncio.run(main())
+"""
+
+
+def load(urls: list[str], seconds: float) -> dict[str, Any]:
+    """SESSIONS sessions from LOADERS processes for `seconds`; steps/s over the whole run."""
+    command = [sys.executable, "-c", LOADER, str(ROOT / "bench"), ",".join(urls)]
+    started = time.perf_counter()
+    loaders = [
+        subprocess.Popen([*command, str(SESSIONS // LOADERS), str(seconds)], stdout=subprocess.PIPE, text=True)
+        for _ in range(LOADERS)
+    ]
+    results = [json.loads(p.communicate()[0]) for p in loaders]
+    elapsed = time.perf_counter() - started
+    steps = sum(r["steps"] for r in results)
+    return {"steps": steps, "rate": steps / elapsed, "errors": sum(r["errors"] for r in results)}
+
+
+def server_cpu(processes: list[ServerProcess]) -> float:
+    """CPU seconds of the server processes and their children (uvicorn's workers)."""
+    total = 0.0
+    for server in processes:
+        assert server.process is not None
+        pids = [server.process.pid]
+        children = Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children")
+        if children.exists():
+            pids += [int(pid) for pid in children.read_text().split()]
+        total += sum(cpu_s(pid) for pid in pids)
+    return total
+
+
+def throughput(seconds: float, redis_url: str) -> list[tuple[str, dict[str, Any]]]:
+    rows = []
+
+    def measure(name: str, processes: list[ServerProcess], urls: list[str]) -> None:
+        before = server_cpu(processes)
+        run = load(urls, seconds)
+        run["cpu_us"] = (server_cpu(processes) - before) / max(run["steps"], 1) * 1e6
+        rows.append((name, run))
+
+    with servers(1, {"EPISODE_STORE": "memory"}) as one:
+        measure("1 process (memory store)", one, [one[0].url])
+    with servers(1, {"EPISODE_STORE": "memory"}, workers=2) as two:
+        measure("--workers 2 (embedded SQLite)", two, [two[0].url])
+    with servers(2, {"EPISODE_STORE": redis_url}) as pair:
+        measure("2 processes, Redis, direct", pair, [s.url for s in pair])
+        with nginx(pair) as balancer:
+            measure("2 processes, Redis, via nginx", pair, [balancer])
+    return rows
+
+
+# --- (b) the log's cost per step, in process --------------------------------------------------------
+
+
+def store_overhead(steps: int, stores: dict[str, str]) -> dict[str, float]:
+    """CPU µs of this process a save adds to a step, per store, over whole hard-task episodes: CPU
+    rather than wall time, which on a shared machine measures the neighbours (and Redis's own turn)."""
+
+    async def run(log: EpisodeLog | None) -> float:
+        replayer = Replayer(log or open_log("memory", 10**6, 10**6, 3600), ServiceIncidentEnvironment, None)
+        spent, taken, seed = 0.0, 0, 0
+        while taken < steps:
+            seed += 1
+            _, episode, observation = replayer.begin(ResetRequest(task_id="hard", seed=seed), "bench")
+            await replayer.save(episode)
+            for action in policy(observation):
+                started = time.process_time()
+                observation = episode.step(action)
+                if log is not None:
+                    await replayer.save(episode)
+                spent += time.process_time() - started
+                taken += 1
+                if observation.done:
+                    break
+            await replayer.drop(episode)
+        return spent / taken * 1e6
+
+    async def each() -> dict[str, float]:
+        alone = await run(None)
+        costs = {"step alone": alone}
+        for name, store in stores.items():
+            log = open_log(store, 10**6, 10**6, 3600)
+            costs[name] = await run(log) - alone
+            await log.aclose()
+        return costs
+
+    return asyncio.run(each())
+
+
+# --- (c) resume latency ---------------------------------------------------------------------------------
+
+
+async def resume_latency(url: str, repeats: int) -> dict[str, list[float]]:
+    """Connect, resume, reply: at step 5 and at the last step of a gen_expert episode (the expert)."""
+    times: dict[str, list[float]] = {"step 5": [], "last step": []}
+    for seed in range(repeats):
+        for point, stop in (("step 5", 5), ("last step", None)):
+            episode_id, steps = await _played(url, seed, stop)
+            times[point].append(await _resume(url, episode_id, steps))
+    return times
+
+
+async def _played(url: str, seed: int, stop: int | None) -> tuple[str, int]:
+    """Play gen_expert (seed) to step `stop` or the end, then drop the socket as a dying server would
+    (no `close` message, which would end the episode); the episode's id and the steps taken."""
+    decode = ServiceIncidentEnv._decoder.decode
+    agent = REFERENCE_AGENTS["expert"](seed)
+    async with connect(url.replace("http", "ws", 1) + "/ws") as ws:
+        await ws.send(json.dumps({"type": "reset", "data": {"task_id": "gen_expert", "seed": seed}}))
+        frame = decode(await ws.recv(decode=False))
+        episode_id, steps = frame.data.episode_id, 0
+        while not frame.data.done and steps != stop:
+            action = msgspec.json.encode(agent.act(frame.data.observation))
+            await ws.send(b'{"type":"step","data":' + action + b"}", text=True)
+            frame = decode(await ws.recv(decode=False))
+            steps += 1
+    return episode_id, steps
+
+
+async def _resume(url: str, episode_id: str | None, steps: int) -> float:
+    started = time.perf_counter()
+    async with connect(url.replace("http", "ws", 1) + "/ws") as ws:
+        await ws.send(json.dumps({"type": "resume", "data": {"episode_id": episode_id, "steps": steps}}))
+        reply = json.loads(await ws.recv())
+    assert reply["type"] == "resumed", reply
+    return time.perf_counter() - started
+
+
+# --- (d) the kill drill ---------------------------------------------------------------------------------
+
+
+@contextmanager
+def counting_resumes() -> Iterator[list[float]]:
+    """How long each resume of the client took (from the lost connection to the reply)."""
+    waits: list[float] = []
+    original = ServiceIncidentEnv._resume
+
+    async def timed(self: Any, *args: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return await original(self, *args)
+        finally:
+            waits.append(time.perf_counter() - started)
+
+    ServiceIncidentEnv._resume = timed  # type: ignore[method-assign]
+    try:
+        yield waits
+    finally:
+        ServiceIncidentEnv._resume = original  # type: ignore[method-assign]
+
+
+def kill_drill(redis_url: str, episodes: int) -> dict[str, Any]:
+    specs = [EpisodeSpec(name=f"hard-{seed}", task_id="hard", incident_id=None, seed=seed) for seed in range(episodes)]
+    done: list[EpisodeRecord] = []
+    with servers(2, {"EPISODE_STORE": redis_url}) as pair, nginx(pair) as balancer, counting_resumes() as waits:
+        victim = pair[0]
+        went: dict[str, float] = {}
+
+        def kill() -> None:
+            while len(done) < episodes // 3:
+                time.sleep(0.005)
+            went["sessions"] = float(_health(victim.url)["active_sessions"])
+            victim.signal(signal.SIGKILL)
+            went["killed"] = time.perf_counter()
+            victim.start()
+            went["restarted_s"] = time.perf_counter() - went["killed"]
+
+        killer = threading.Thread(target=kill, daemon=True)
+        killer.start()
+        started = time.perf_counter()
+        records = asyncio.run(
+            evaluate(reference_policy("expert"), specs, base_url=balancer, concurrency=48, on_episode=done.append)
+        )
+        wall = time.perf_counter() - started
+        killer.join(timeout=300)
+    return {
+        "episodes": episodes,
+        "completed": sum(r.graded and r.failure is None for r in records),
+        "lost": sum(r.failure is not None for r in records),
+        "in flight on the killed process": int(went.get("sessions", 0)),
+        "resumed": len(waits),
+        "resume wait p50 ms": statistics.median(waits) * 1e3 if waits else 0.0,
+        "resume wait max ms": max(waits) * 1e3 if waits else 0.0,
+        "restart of the killed process s": went.get("restarted_s", 0.0),
+        "wall s": wall,
+    }
+
+
+def _health(url: str) -> dict[str, Any]:
+    return dict(httpx.get(f"{url}/health", timeout=5).json())
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run: short and small")
+    args = parser.parse_args()
+    seconds, steps, repeats, episodes = (3.0, 500, 5, 60) if args.quick else (15.0, 5000, 40, 200)
+    print(f"# bench_scale: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    with ExitStack() as stack:
+        redis_url = stack.enter_context(redis_server())
+        folder = stack.enter_context(tempfile.TemporaryDirectory())
+        sqlite_url = f"sqlite://{folder}/episodes.sqlite3"
+
+        print(f"\n## (a) steps/s, {SESSIONS} sessions of the full environment (hard), {seconds:g} s each")
+        print("| server | steps/s | vs 1 process | server CPU µs/step | errors |\n|---|---|---|---|---|")
+        rows = throughput(seconds, redis_url)
+        base = rows[0][1]["rate"]
+        for name, run in rows:
+            line = (
+                f"| {name} | {run['rate']:,.0f} | {run['rate'] / base:.2f}x | {run['cpu_us']:.0f} | {run['errors']} |"
+            )
+            print(line)
+        direct, proxied = rows[2][1]["rate"], rows[3][1]["rate"]
+        print(f"\nnginx vs direct: {(proxied / direct - 1) * 100:+.1f}%")
+
+        print(f"\n## (b) CPU a save adds to a step, in process ({steps} steps of hard episodes)")
+        costs = store_overhead(steps, {"memory": "memory", "SQLite": sqlite_url, "Redis": redis_url})
+        server_us = rows[0][1]["cpu_us"]
+        print(f"| store | µs per step | of a step's server CPU ({server_us:.0f} µs) |\n|---|---|---|")
+        for name, cost in costs.items():
+            print(f"| {name} | {cost:.1f} | {cost / server_us * 100:.1f}% |")
+
+        print(f"\n## (c) resume latency over a WebSocket, gen_expert, {repeats} episodes")
+        print("| store | step 5 p50 ms | step 5 p99 ms | last step p50 ms | last step p99 ms |\n|---|---|---|---|---|")
+        for name, store in (("memory", "memory"), ("SQLite", sqlite_url), ("Redis", redis_url)):
+            with servers(1, {"EPISODE_STORE": store}) as (server,):
+                times = asyncio.run(resume_latency(server.url, repeats))
+            cells = [f"{percentile(times[k], q) * 1e3:.1f}" for k in ("step 5", "last step") for q in (0.5, 0.99)]
+            print(f"| {name} | {' | '.join(cells)} |")
+
+        print(f"\n## (d) kill drill: {episodes} episodes over 2 processes behind nginx, one killed -9 midway")
+        drill = kill_drill(redis_url, episodes)
+        print("| measure | value |\n|---|---|")
+        for key, value in drill.items():
+            print(f"| {key} | {value:.1f} |" if isinstance(value, float) else f"| {key} | {value} |")
+
+
+if __name__ == "__main__":
+    main()
