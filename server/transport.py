@@ -19,8 +19,10 @@ And the WebSocket protocol tells the app how many frames a socket has queued (fa
 from __future__ import annotations
 
 import asyncio
+import functools
 import resource
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -100,10 +102,16 @@ class HttpProtocol(HttpToolsProtocol):
     _refused = False  # and its current request is not one answered anyway
     _refusal: str | None = None
 
+    def __init__(self, *args: Any, max_per_client: int | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if max_per_client is not None:
+            self.max_per_client = max_per_client
+
     @classmethod
-    def bounded(cls, max_per_client: int | None = None) -> type[HttpProtocol]:
-        """This protocol with a bound on connections per client address (None: descriptor_share())."""
-        return type(cls.__name__, (cls,), {"max_per_client": max_per_client or descriptor_share()})
+    def bounded(cls, max_per_client: int | None = None) -> Callable[..., HttpProtocol]:
+        """This protocol with a bound on connections per client address (None: descriptor_share()).
+        A partial, not a subclass made at run time: `--workers` pickles it into each worker process."""
+        return functools.partial(cls, max_per_client=max_per_client or descriptor_share())
 
     @property
     def _head_limit(self) -> int:
