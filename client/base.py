@@ -338,36 +338,50 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         """Carry the episode on in a new session (this server's process, or another sharing its store)
         and answer the call that was in flight: the log says whether the server took it. A reset
         (`fresh`) needs no episode: it is sent again, and starts its episode there."""
-        self._abandon()
-        deadline = asyncio.get_running_loop().time() + self.resume_timeout_s
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.resume_timeout_s
         while True:
+            self._abandon()
             try:
                 await self.connect()
-                break
             except ConnectionFailed:
-                if asyncio.get_running_loop().time() > deadline:
+                if loop.time() > deadline:
                     raise
                 await asyncio.sleep(RESUME_RETRY_S)
+                continue
+            try:
+                return await self._resume_on(pending, step, fresh)
+            except ConnectionClosed as closed:
+                # A balancer may hand the new connection to a server that is draining too: that one
+                # closes it as resumable, and the next connection may find a server that stays.
+                frame = closed.rcvd or closed.sent
+                if frame is not None and frame.code in RESUMABLE_CLOSES and loop.time() <= deadline:
+                    await asyncio.sleep(RESUME_RETRY_S)
+                    continue
+                lost = "the connection went again while resuming; reset() starts over"
+            except TimeoutError:
+                lost = "no reply while resuming; reset() starts over"
+            self._abandon()
+            self._lost = SessionClosed(None, lost)
+            raise self._lost from None
+
+    async def _resume_on(self, pending: bytes, step: bool, fresh: bool) -> Any:
+        """One attempt of `_resume` on the socket just opened."""
         ws = self._ws
         assert ws is not None
         self.resumes += 1
-        try:
-            async with asyncio.timeout(self.message_timeout_s):
-                if fresh or self._episode_id is None:
-                    await ws.send(pending, text=True)
-                    return self._decode(await ws.recv(decode=False))
-                await ws.send(_encode(ResumeMessage(Resume(self._episode_id, self._steps))), text=True)
-                resumed = self._decode(await ws.recv(decode=False), lost=True)
-                if not isinstance(resumed, ResumedFrame):
-                    raise EnvClientError(f"expected a resumed frame, got {type(resumed).__name__}")
-                if step and resumed.data.steps == self._steps + 1:
-                    return ObservationFrame(resumed.data.result)  # taken before the connection went
+        async with asyncio.timeout(self.message_timeout_s):
+            if fresh or self._episode_id is None:
                 await ws.send(pending, text=True)
                 return self._decode(await ws.recv(decode=False))
-        except (ConnectionClosed, TimeoutError):
-            self._abandon()
-            self._lost = SessionClosed(None, "the connection went again while resuming; reset() starts over")
-            raise self._lost from None
+            await ws.send(_encode(ResumeMessage(Resume(self._episode_id, self._steps))), text=True)
+            resumed = self._decode(await ws.recv(decode=False), lost=True)
+            if not isinstance(resumed, ResumedFrame):
+                raise EnvClientError(f"expected a resumed frame, got {type(resumed).__name__}")
+            if step and resumed.data.steps == self._steps + 1:
+                return ObservationFrame(resumed.data.result)  # taken before the connection went
+            await ws.send(pending, text=True)
+            return self._decode(await ws.recv(decode=False))
 
     def _decode(self, raw: bytes | str, lost: bool = False) -> Any:
         try:
