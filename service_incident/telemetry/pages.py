@@ -23,6 +23,7 @@ from ..world import (
     spread,
     unit,
 )
+from ..world.steps import incident_store
 from .clock import clock, format_time, parse_time
 from .metrics import lagged, significant
 
@@ -87,7 +88,6 @@ _RULES = {rule.signal: rule for rule in ALERT_RULES}
 # Pages of untouched steps, by incident: they follow the incident's states alone, not an episode's
 # seed, so every episode of the incident shares them. As many incidents as the world keeps states of.
 _SHARED: dict[bytes, dict[int, list[Alert]]] = {}
-_SHARED_KEPT = 256
 
 
 def fired(user_facing: bool, state: ServiceState) -> list[tuple[AlertRule, float]]:
@@ -97,13 +97,7 @@ def fired(user_facing: bool, state: ServiceState) -> list[tuple[AlertRule, float
 
 def shared_pages(incident: Incident) -> dict[int, list[Alert]]:
     """The pages of an incident's untouched steps, by step, as every episode of it renders them."""
-    key = msgspec.json.encode(incident)
-    found = _SHARED.get(key)
-    if found is None:
-        if len(_SHARED) >= _SHARED_KEPT:
-            _SHARED.pop(next(iter(_SHARED)))
-        found = _SHARED[key] = {}
-    return found
+    return incident_store(_SHARED, msgspec.json.encode(incident))
 
 
 def alerts(state: TelemetryState, step: int) -> list[Alert]:

@@ -6,6 +6,8 @@ per incident, for every episode that plays it.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import msgspec
 
 from ..incidents import Incident
@@ -14,7 +16,21 @@ from .simulation import ServiceState
 States = dict[str, ServiceState]
 
 _PREPAGE: dict[bytes, dict[int, States]] = {}
-_PREPAGE_KEPT = 256
+# Incidents whose untouched steps are kept (states here, pages in telemetry), the oldest dropped first.
+INCIDENTS_KEPT = 256
+
+Kept = TypeVar("Kept")
+
+
+def incident_store(stores: dict[bytes, dict[int, Kept]], key: bytes) -> dict[int, Kept]:
+    """The by-step store of the incident encoded as `key`, new and empty if it had none; past
+    INCIDENTS_KEPT incidents the oldest one's is dropped."""
+    found = stores.get(key)
+    if found is None:
+        if len(stores) >= INCIDENTS_KEPT:
+            stores.pop(next(iter(stores)))
+        found = stores[key] = {}
+    return found
 
 
 class Steps(dict[int, States]):
@@ -52,11 +68,7 @@ class Steps(dict[int, States]):
 def incident_steps(incident: Incident) -> Steps:
     """States by step for an episode of the incident, its untouched steps in the incident's shared store."""
     key = msgspec.json.encode(incident)
-    shared = _PREPAGE.get(key)
-    if shared is None:
-        if len(_PREPAGE) >= _PREPAGE_KEPT:
-            _PREPAGE.pop(next(iter(_PREPAGE)))
-        shared = _PREPAGE[key] = {}
+    shared = incident_store(_PREPAGE, key)
     return Steps(shared, key)
 
 
