@@ -84,10 +84,11 @@ class FaultType:
     caller_failure: float = 0.0
     # Kinds on which the fault refuses or loses writes of record (see RECORD_KINDS).
     loses_writes: bool = False
-    # The change that shipped the fault, as the deploy history lists it, and the files it touched:
-    # alternatives per runtime ("app" for any application runtime, "*" otherwise). Any release, a red
-    # herring's or a routine one, lists files from the same vocabulary (see `CHANGED_FILES`).
-    change: str | None = None
+    # The kind of change that shipped the fault, and the files it touched: alternatives per runtime
+    # ("app" for any application runtime, "*" otherwise). Its release is noted like any other (a red
+    # herring's or a routine one), and any release lists files from the same vocabulary (see
+    # `CHANGED_FILES`): only its timing and what it touched tell it apart.
+    change: Literal["deploy", "migration", "canary"] | None = None
     touches: Mapping[str, tuple[str, ...]] | None = None
     # What the database's own diagnostics show, per technology ("*" for any).
     db_report: Mapping[str, str] | None = None
@@ -132,6 +133,13 @@ _CACHE_FILES = {
     "proxy": ("conf.d/proxy_cache.conf", "filters/response_cache.yaml"),
     "*": ("config/sessions_keyspace.conf", "config/eviction.conf"),
 }
+_MIGRATIONS = (
+    "migrations/orders_customer_idx.sql, schema/orders.sql",
+    "migrations/drop_unused_indexes.sql",
+    "schema/orders.sql, migrations/orders_indexes.sql",
+)
+# A database's schema migrations; any other technology lists its routine files instead.
+_INDEX_FILES = {"postgres": _MIGRATIONS, "mysql": _MIGRATIONS}
 _ROUTINE_FILES = {
     "app": (
         "build/dependencies.lock",
@@ -177,7 +185,7 @@ FAULTS: Mapping[str, FaultType] = {
             fix="rollback",
             error_rate=0.55,
             latency_ms=90,
-            change="deploy {version}: payload schema update",
+            change="deploy",
             touches=_PAYLOAD_FILES,
             lead=(1, 6),
         ),
@@ -200,7 +208,7 @@ FAULTS: Mapping[str, FaultType] = {
             error_rate=0.18,
             latency_ms=25,
             failure="rejected",
-            change="canary {version} started at 10% of traffic",
+            change="canary",
             lead=(2, 10),
         ),
         FaultType(
@@ -292,7 +300,7 @@ FAULTS: Mapping[str, FaultType] = {
             latency_ms=700,
             cpu_pct=72,
             memory_pct=98,
-            change="deploy {version}: response cache for sessions",
+            change="deploy",
             touches=_CACHE_FILES,
             events=(_OOM,),
             termination="OOMKilled (exit code 137)",
@@ -476,15 +484,16 @@ FAULTS: Mapping[str, FaultType] = {
             {
                 "*": (
                     (
-                        "WARN provider responded 429 Too Many Requests retry_after={int:20:120}s",
+                        'WARN req={hex:8} "{endpoint}" provider responded 429 Too Many Requests retry_after={int:20:120}s',
                         "WARN retry budget exhausted for {int:20:90} requests to provider",
                     ),
                     (
-                        "WARN rate limited by partner API (quota {quota}/min), backing off",
+                        'WARN req={hex:8} "{endpoint}" rate limited by partner API (quota {quota}/min), backing off',
                         'ERROR req={hex:8} "{endpoint}" status=503 err="provider quota exceeded"',
                     ),
                 )
             },
+            # Its lines name the request path they fail, where everyday 429s name a job.
             # Shedding load is for overload: the partner's quota is not raised by sending it less at normal traffic.
             fix="escalate",
             error_rate=0.3,
@@ -554,7 +563,8 @@ FAULTS: Mapping[str, FaultType] = {
             error_rate=0.25,
             latency_ms=4000,
             cpu_pct=86,
-            change="migration {version}: drop index on customer_id",
+            change="migration",
+            touches=_INDEX_FILES,
             lead=(3, 12),
             db_report={
                 "*": "slowest statements: SELECT ... WHERE customer_id = ? mean {int:3000:9000}ms "
@@ -612,7 +622,7 @@ FAULTS: Mapping[str, FaultType] = {
             fix="rollback",
             error_rate=0.42,
             latency_ms=15,
-            change="deploy {version}: token validation refactor",
+            change="deploy",
             touches=_TOKEN_FILES,
             lead=(1, 6),
         ),
@@ -700,11 +710,10 @@ FAULTS: Mapping[str, FaultType] = {
 
 # Every release lists the files it touched from one vocabulary: what shipped faults touch and what
 # routine releases touch, so a file list says what a change was about, not whether it broke anything.
-# Each with the note its change carries when the note names it (None: a routine change).
-CHANGED_FILES: tuple[tuple[str | None, Mapping[str, tuple[str, ...]]], ...] = (
-    *((fault.change.partition(": ")[2], fault.touches) for fault in FAULTS.values() if fault.change and fault.touches),
-    (None, _ROUTINE_FILES),
-    (None, _ROUTINE_FILES),
+CHANGED_FILES: tuple[Mapping[str, tuple[str, ...]], ...] = (
+    *(fault.touches for fault in FAULTS.values() if fault.change and fault.touches),
+    _ROUTINE_FILES,
+    _ROUTINE_FILES,
 )
 
 

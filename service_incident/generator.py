@@ -28,8 +28,9 @@ from .world import (
     World,
     rubric,
 )
+from .world.standout import stands_out
 
-# name, kind: the catalogue topologies are drawn from (the gateway is always the entry point).
+# name, kind: the catalogue topologies are drawn from (the gateway is always an entry point).
 APPS: tuple[tuple[str, str], ...] = (
     ("web", "web"),
     ("auth", "auth"),
@@ -50,6 +51,9 @@ STORES: tuple[tuple[str, str], ...] = (
     ("session-cache", "cache"),
 )
 MIN_SERVICES, MAX_SERVICES = 3, 15
+# The entry points besides the gateway that hard topologies draw from.
+MOBILE_API = "mobile-api"
+QUEUE_CONSUMER = "event-consumer"
 DISTRACTIONS: tuple[DistractionKind, ...] = (
     "noisy_neighbour",
     "recent_deploy",
@@ -91,6 +95,8 @@ class Knobs(Struct, frozen=True, forbid_unknown_fields=True):
     log_gaps: int = 0
     intensify: bool = False
     fault_types: tuple[str, ...] = ()
+    # How many entry points the topology has: the gateway, then a mobile API or a queue's consumer.
+    entry_points: int = 1
 
 
 PRESETS: Mapping[str, Knobs] = {
@@ -104,6 +110,7 @@ PRESETS: Mapping[str, Knobs] = {
         metrics_lag=1,
         log_gaps=2,
         intensify=True,
+        entry_points=2,
     ),
     "expert": Knobs(
         services=(10, 15),
@@ -113,6 +120,7 @@ PRESETS: Mapping[str, Knobs] = {
         metrics_lag=1,
         log_gaps=3,
         intensify=True,
+        entry_points=3,
     ),
 }
 
@@ -129,7 +137,7 @@ def generate(knobs: Knobs | str, seed: int, incident_id: str | None = None) -> I
         # A topology serves a few draws of faults before a new one is drawn: most rejections are
         # about where the faults landed and how hard they hit, not about the wiring.
         if attempt % DRAWS_PER_TOPOLOGY == 0:
-            services = _topology(rng, rng.randint(*preset.services))
+            services = _topology(rng, rng.randint(*preset.services), preset.entry_points)
         incident = _draw(preset, rng, name, wanted, services, settle=attempt >= SETTLE_AFTER)
         if incident is not None:
             return validate(incident)
@@ -203,12 +211,14 @@ def _fault_count(rng: random.Random, bounds: tuple[int, int]) -> int:
     return rng.choice([low, *range(low + 1, high + 1), *range(low + 1, high + 1), *range(low + 1, high + 1)])
 
 
-def _topology(rng: random.Random, count: int) -> list[ServiceSpec]:
-    """A layered DAG: the gateway calls front services, apps call deeper apps and datastores."""
+def _topology(rng: random.Random, count: int, entry_points: int = 1) -> list[ServiceSpec]:
+    """A layered DAG: the gateway calls front services, apps call deeper apps and datastores. With more
+    than one entry point, a mobile API fronts some apps too, or a consumer takes work off the queue."""
     count = max(MIN_SERVICES, min(MAX_SERVICES, count))
+    others = entry_points - 1
     store_count = 1 + (count >= 6) + (count >= 9) + (count >= 12)
-    app_count = min(len(APPS), count - 1 - store_count)
-    store_count = count - 1 - app_count
+    app_count = min(len(APPS), count - 1 - others - store_count)
+    store_count = count - 1 - others - app_count
     apps = rng.sample(APPS, app_count)
     stores = [STORES[0], *rng.sample(STORES[1:], store_count - 1)]
     depends: dict[str, list[str]] = {name: [] for name, _ in apps}
@@ -224,9 +234,27 @@ def _topology(rng: random.Random, count: int) -> list[ServiceSpec]:
     # The gateway fronts the first apps and any app nobody else calls: everything is reachable.
     front = [n for index, (n, _) in enumerate(apps) if index < 2 or n not in called]
     specs = [ServiceSpec(name="gateway", kind="gateway", depends_on=front, user_facing=True)]
-    specs += [ServiceSpec(name=n, kind=k, depends_on=depends[n], user_facing=n in front) for n, k in apps]
+    entries = _entry_points(rng, others, [n for n, _ in apps], [n for n, k in stores if k == "queue"])
+    facing = set(front) | {dep for spec in entries if spec.user_facing for dep in spec.depends_on}
+    specs += entries
+    specs += [ServiceSpec(name=n, kind=k, depends_on=depends[n], user_facing=n in facing) for n, k in apps]
     specs += [ServiceSpec(name=n, kind=k) for n, k in stores]
     return specs
+
+
+def _entry_points(rng: random.Random, count: int, apps: list[str], queues: list[str]) -> list[ServiceSpec]:
+    """Entry points besides the gateway: a mobile API in front of a few apps (user-facing, like the
+    gateway), and where there is a queue, a consumer taking work off it (no user waits on it)."""
+    kinds = [MOBILE_API, *([QUEUE_CONSUMER] if queues else [])]
+    found = []
+    for name in rng.sample(kinds, min(count, len(kinds))):
+        if name == MOBILE_API:
+            fronted = rng.sample(apps, min(len(apps), rng.randint(1, 3)))
+            found.append(ServiceSpec(name=name, kind="gateway", depends_on=fronted, user_facing=True))
+        else:
+            work = [rng.choice(queues), *rng.sample(apps, min(len(apps), 1))]
+            found.append(ServiceSpec(name=name, kind="app", depends_on=work))
+    return found
 
 
 def _distractions(rng: random.Random, count: int, services: list[ServiceSpec], roots: set[str]) -> list[Distraction]:
@@ -283,8 +311,10 @@ def _recoverable_severity(incident: Incident) -> Severity | None:
         severities.append(rubric(error_rate, latency, at_risk))
     if not _fixes_restore(incident):
         return None
-    # The dearest check last: it simulates the incident once more per fault.
+    # The dearest checks last: they simulate the incident once more per fault, and its history.
     if not all(own_impact(incident, i) for i in range(len(incident.faults))):
+        return None
+    if not stands_out(incident):
         return None
     return max(severities, key=SEVERITIES.index)
 

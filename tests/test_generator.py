@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import msgspec
@@ -21,7 +22,8 @@ from service_incident.harness.solvability import accuracy
 from service_incident.incidents import Incident
 from service_incident.models import parse_action
 from service_incident.tasks import TASKS, resolve_incident
-from service_incident.telemetry import Telemetry
+from service_incident.telemetry import Telemetry, parse_time
+from service_incident.telemetry.deploys import version_of
 from service_incident.world import P1_ERROR_RATE, World, rubric, technology
 
 EVAL_FILE = Path(__file__).resolve().parents[1] / "service_incident" / "incidents" / dataset.EVAL_FILE
@@ -222,7 +224,10 @@ def test_red_herrings_show_up_as_specified() -> None:
     deploy = distracted("recent_deploy")
     service = next(d.service for d in deploy.distractions if d.kind == "recent_deploy")
     history = Telemetry(World(deploy), 0).deploys(service, 0).splitlines()
-    assert "routine release" not in history[0] and history[0] < deploy.started_at
+    # The bystander's release is the newest, shipped shortly before the page, of the release it runs.
+    shipped = parse_time(history[0].split()[0])
+    assert timedelta(0) < parse_time(deploy.started_at) - shipped < timedelta(hours=1)
+    assert history[0].split()[2].rstrip(":") == version_of(deploy.id, service)[0]
 
     flaky = distracted("flaky_errors")
     service = next(d.service for d in flaky.distractions if d.kind == "flaky_errors")

@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from functools import lru_cache
 
-from ..faults import CHANGED_FILES, FAULTS, changed_files
+from ..faults import APP_TECHS, CHANGED_FILES, FAULTS, PROXY_TECHS, changed_files
 from ..world import World, distraction_onset, fault_lead, spread, unit
 from .clock import clock, format_time, parse_time
-from .phrases import RELEASE_NOTES
+from .phrases import CANARY_SHARE, RELEASE_AUTHORS, RELEASE_NOTES
 
 
 @lru_cache(maxsize=4096)
@@ -34,56 +34,65 @@ def deploys(world: World, service: str, step: int) -> str:
     entries: list[tuple[datetime, str]] = []
     changed = False
     for index, fault in enumerate(incident.faults):
-        change = FAULTS[fault.type].change
-        if fault.service == service and change:
+        kind = FAULTS[fault.type]
+        if fault.service == service and kind.change:
             lead = fault_lead(incident, fault, index)
             moment = started - timedelta(minutes=lead + spread(1, 8, incident.id, service, "ship"))
-            # Release notes say what a change meant to do, not what it broke: often the fault's own
-            # change, sometimes a note any release could carry.
-            text = change.replace("{version}", current)
-            draw = unit(incident.id, service, index, "notes")
-            if text.startswith("deploy ") and draw >= 0.4:
-                notes = (*RELEASE_NOTES, "routine release")
-                text = f"deploy {current}: {notes[int((draw - 0.4) / 0.6 * len(notes))]}"
-            touched = FAULTS[fault.type].touches
-            files = _files(world, service, touched, index) if touched else ""
-            entries.append((moment, f"{text} by ci-bot{files}"))
+            entries.append((moment, _release(world, service, current, kind.change, kind.touches, index)))
             changed = True
     for index, distraction in enumerate(incident.distractions):
         if distraction.service == service and distraction.kind == "recent_deploy" and not changed:
             before = distraction_onset(incident.id, index) + spread(1, 8, incident.id, index)
             moment = started - timedelta(minutes=before)
-            # A bystander's release touches what a shipped fault touches, noted the same way: the files
-            # say what a change was about, not whether it is the one that broke.
-            features = [entry for entry in CHANGED_FILES if entry[0]]
-            note, touched = features[int(unit(incident.id, service, index, "vocab") * len(features))]
-            draw = unit(incident.id, service, "notes")
-            if draw >= 0.4:
-                note = RELEASE_NOTES[int(draw * len(RELEASE_NOTES))]
-            entries.append((moment, f"deploy {current}: {note} by ci-bot{_files(world, service, touched, index)}"))
+            entries.append((moment, _release(world, service, current, _form(world, service), None, index)))
             changed = True
     for event in world.history:
         if event.service == service and event.step <= step and event.remedy == "rollback":
             entries.append((clock(world, event.step), f"rollback to {previous} by on-call"))
     older = started - timedelta(days=spread(2, 12, incident.id, service, "old"))
-    routine = f"routine release by ci-bot{_files(world, service, None, 'old')}"
+    full = "migration" if _family(world, service) == "datastore" else "deploy"
     if changed:
-        entries.append((older, f"deploy {previous}: {routine}"))
+        entries.append((older, _release(world, service, previous, full, None, "old")))
     else:
-        entries.append((older, f"deploy {current}: {routine}"))
-        entries.append(
-            (
-                older - timedelta(days=spread(3, 20, incident.id, service, "older")),
-                f"deploy {previous}: routine release by ci-bot{_files(world, service, None, 'older')}",
-            )
-        )
+        entries.append((older, _release(world, service, current, full, None, "old")))
+        oldest = older - timedelta(days=spread(3, 20, incident.id, service, "older"))
+        entries.append((oldest, _release(world, service, previous, full, None, "older")))
     entries.sort(reverse=True)
     return "\n".join(f"{format_time(moment)} {text}" for moment, text in entries)
+
+
+def _family(world: World, service: str) -> str:
+    tech = world.plan.by_name[service].tech
+    return "app" if tech in APP_TECHS else "proxy" if tech in PROXY_TECHS else "datastore"
+
+
+def _form(world: World, service: str) -> str:
+    """How a recent release that broke nothing shipped: a datastore's as a migration, an application's
+    or a proxy's as a full deploy or, as often as shipped faults are canaries, a canary."""
+    family = _family(world, service)
+    if family == "datastore":
+        return "migration"
+    return "canary" if unit(world.incident.id, service, "canary") < CANARY_SHARE else "deploy"
+
+
+def _release(
+    world: World, service: str, version: str, form: str, touched: Mapping[str, tuple[str, ...]] | None, key: object
+) -> str:
+    """One release as the history lists it. Its note, author and form are drawn alike for every release,
+    the one that shipped a fault included: only its timing and the files it touched tell that one apart."""
+    iid = world.incident.id
+    notes = RELEASE_NOTES[_family(world, service)]
+    first = notes[int(unit(iid, service, key, "note") * len(notes))]
+    second = notes[int(unit(iid, service, key, "second note") * len(notes))]
+    note = first if second == first or unit(iid, service, key, "notes") < 0.5 else f"{first}, {second}"
+    author = RELEASE_AUTHORS[int(unit(iid, service, "author") * len(RELEASE_AUTHORS))]
+    head = f"canary {version} started at 10% of traffic" if form == "canary" else f"{form} {version}"
+    return f"{head}: {note} by {author}{_files(world, service, touched, key)}"
 
 
 def _files(world: World, service: str, touched: Mapping[str, tuple[str, ...]] | None, *key: object) -> str:
     """The files a release touched: a shipped fault's own, or any release's from the shared vocabulary."""
     iid = world.incident.id
-    table = touched or CHANGED_FILES[int(unit(iid, service, *key, "vocab") * len(CHANGED_FILES))][1]
+    table = touched or CHANGED_FILES[int(unit(iid, service, *key, "vocab") * len(CHANGED_FILES))]
     files = changed_files(table, world.plan.by_name[service].tech, unit(iid, service, *key, "files"))
     return f"; changed {files}" if files else ""

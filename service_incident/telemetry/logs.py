@@ -23,6 +23,7 @@ from .phrases import (
     REMEDY_LOGS,
     ROUTINE_LINES,
     TECH_WORK,
+    incident_vocabulary,
 )
 from .pods import MINOR_STRENGTH, Pod, pods
 from .templates import fill, hexkey, pick, pick_fixed, rng_for
@@ -299,7 +300,7 @@ def _side_work_lines(world: World, kind: str, service: str, key: tuple[object, .
     node = world.plan.by_name[service]
     if node.kind in OPERATIONS:
         options = DATASTORE_WORK.get(kind, options)
-    options = TECH_WORK.get(node.tech, {}).get(kind, options)
+    options = incident_vocabulary(iid, kind, TECH_WORK.get(node.tech, {}).get(kind, options))
     if not options:
         return []
     chosen = list(dict.fromkeys(options[int(unit(iid, *key, kind, n) * len(options))] for n in range(2)))

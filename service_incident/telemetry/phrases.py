@@ -4,18 +4,64 @@ remedies leave, and the notes releases carry."""
 from __future__ import annotations
 
 from ..faults import PROXY_TECHS
+from ..world import unit
 
 # How many routine lines a two-minute window of a service's logs holds.
 ROUTINE_LINES = (2, 5)
 
-# Notes any release carries; a note naming a feature comes with that feature's files (CHANGED_FILES).
-RELEASE_NOTES = (
-    "dependency updates",
-    "feature flag cleanup",
-    "logging format change",
-    "connection pool settings",
-    "retry policy tuning",
-)
+# What a release's note says: the titles of the one or two changes it merged, drawn the same way for
+# every release, by the family of its technology (application, proxy, datastore). The release that broke
+# something reads like any other; what it touched is in its file list, and when it shipped.
+RELEASE_NOTES: dict[str, tuple[str, ...]] = {
+    "app": (
+        "routine release",
+        "dependency updates",
+        "feature flag cleanup",
+        "logging format change",
+        "connection pool settings",
+        "retry policy tuning",
+        "payload schema update",
+        "response cache for sessions",
+        "token validation refactor",
+        "metrics exporter upgrade",
+        "pagination for list endpoints",
+        "timeout defaults aligned",
+        "remove deprecated v1 handlers",
+        "structured error responses",
+        "batch size tuning for background jobs",
+        "tracing sample rate change",
+    ),
+    "proxy": (
+        "routine release",
+        "upstream keepalive settings",
+        "access log format change",
+        "TLS cipher list update",
+        "header size limits",
+        "route for new endpoint",
+        "gzip settings",
+        "rate limit zones tuned",
+        "proxy buffer sizes",
+        "health check intervals",
+    ),
+    "datastore": (
+        "routine release",
+        "add column to orders",
+        "drop index on customer_id",
+        "vacuum and checkpoint settings",
+        "connection limits raised",
+        "new partition for events",
+        "retention policy change",
+        "memory limit settings",
+        "replication settings",
+        "backup schedule change",
+        "index on created_at",
+    ),
+}
+# Who ships a service's releases: one pipeline per service, whatever the release.
+RELEASE_AUTHORS = ("ci-bot", "release-bot", "argocd", "spinnaker", "deploy-pipeline")
+# The share of an application's recent releases that start as a canary: about the share of shipped
+# faults that are a canary's, so a canary release says no more about breaking than a full one.
+CANARY_SHARE = 0.25
 
 DISTRACTION_LOGS: dict[str, tuple[str, ...]] = {
     "noisy_neighbour": (
@@ -67,19 +113,171 @@ PROXY_WORK: dict[str, tuple[str, ...]] = {
     "flaky_errors": (
         "ERROR access log shipping failed: connection reset by peer host=log-sink.internal",
         "WARN access log upload to object storage failed: deadline exceeded after {int:1000:5000}ms, will retry",
+        "ERROR job=geoip-refresh download failed: connection timed out host=geoip-mirror.internal",
+        "WARN job=ocsp-refresh OCSP responder unreachable for stapling, keeping cached response",
     ),
-    "noisy_neighbour": ("INFO access log rotation: compressing {int:2:9} files", THROTTLED),
+    "noisy_neighbour": (
+        "INFO access log rotation: compressing {int:2:9} files",
+        "INFO job=geoip-refresh loaded database build {int:20260101:20261130}",
+        "INFO worker process {int:1000:9999} exited on reload, new workers started",
+        THROTTLED,
+    ),
+}
+# Side work of application runtimes, in each one's words: its schedulers, task queues, collectors.
+# Every job line names its job: a fault's lines name the request path they fail instead.
+_JOB_FAILURES = (
+    "ERROR partner webhook delivery failed: x509: certificate has expired host=hooks.partner.io job=webhooks",
+    "WARN provider responded 429 Too Many Requests retry_after={int:20:120}s job=nightly-export",
+    "ERROR export job {hex:6} failed: deadline exceeded after {int:1000:5000}ms",
+    "ERROR upload to object storage failed: connection reset by peer bucket=reports-{hex:4}",
+)
+_JOB_WORK = (
+    "INFO batch job reindex-{hex:4} running, processed {int:10000:90000} rows",
+    "INFO nightly report generation started for {int:100:900} accounts",
+    THROTTLED,
+)
+APP_WORK: dict[str, dict[str, tuple[str, ...]]] = {
+    "jvm": {
+        "flaky_errors": (
+            *_JOB_FAILURES,
+            "ERROR [quartz-{int:1:4}] job=invoice-sync failed: java.net.SocketTimeoutException: Read timed out",
+            "WARN [kafka-producer-network-thread] job=audit-events send failed, retrying: "
+            "org.apache.kafka.common.errors.TimeoutException",
+            "ERROR [scheduler-{int:1:8}] job=report-export failed: SdkClientException: Unable to execute HTTP request",
+            "WARN GC pause {float:0:3}s heap={int:70:90}%",
+        ),
+        "noisy_neighbour": (
+            *_JOB_WORK,
+            "INFO [G1 Young Generation] GC pause {int:8:60}ms, heap {int:40:70}% after collection",
+            "INFO [scheduler-1] job=cache-warmup loaded {int:1000:9000} entries",
+            "INFO [quartz-2] job=ledger-rollup processed {int:1000:90000} rows",
+        ),
+    },
+    "go": {
+        "flaky_errors": (
+            *_JOB_FAILURES,
+            'ERROR job=webhook-dispatch: Post "https://hooks.partner.io/events": context deadline exceeded',
+            "WARN job=s3-sync: RequestError: send request failed: read: connection reset by peer",
+            "ERROR job=ledger-export: rpc error: code = Unavailable desc = connection refused",
+        ),
+        "noisy_neighbour": (
+            *_JOB_WORK,
+            "INFO runtime: gc {int:100:999} heap {int:120:300}MB -> {int:60:110}MB, {int:2:9}ms pause",
+            "INFO job=reconcile scanned {int:1000:90000} records in {int:2:40}s",
+        ),
+    },
+    "python": {
+        "flaky_errors": (
+            *_JOB_FAILURES,
+            "ERROR celery task export_reports[{hex:8}] raised: requests.exceptions.ReadTimeout",
+            "WARN celery task send_webhooks[{hex:8}] retry in {int:10:120}s: SSLError(certificate has expired)",
+            "ERROR job=upload-archives botocore.exceptions.EndpointConnectionError: could not connect to endpoint",
+        ),
+        "noisy_neighbour": (
+            *_JOB_WORK,
+            "INFO celery beat: sending due task nightly_rollup",
+            "INFO job=thumbnail-batch processed {int:100:900} images",
+            "INFO gc: collected {int:1000:90000} objects in generation 2",
+        ),
+    },
+    "node": {
+        "flaky_errors": (
+            *_JOB_FAILURES,
+            "ERROR job=email-digest failed: FetchError: request to https://hooks.partner.io failed: socket hang up",
+            "WARN job=sitemap-build upload failed: ETIMEDOUT bucket=reports-{hex:4}",
+            "ERROR job=search-sync failed: ECONNRESET host=indexer.internal",
+        ),
+        "noisy_neighbour": (
+            *_JOB_WORK,
+            "INFO job=sitemap-build generated {int:1000:9000} urls",
+            "INFO scavenge gc {int:2:20}ms heap {int:60:300}MB",
+        ),
+    },
 }
 TECH_WORK: dict[str, dict[str, tuple[str, ...]]] = {
     **dict.fromkeys(PROXY_TECHS, PROXY_WORK),
+    **APP_WORK,
+    "postgres": {
+        "flaky_errors": (
+            *DATASTORE_WORK["flaky_errors"],
+            "WARN archive command failed with exit code 1: WAL segment {hex:8} not shipped to backups-{hex:4}",
+            'ERROR logical replication worker for subscription "analytics_sub" exited: connection timed out',
+        ),
+        "noisy_neighbour": (
+            *DATASTORE_WORK["noisy_neighbour"],
+            'INFO automatic analyze of table "app.public.orders": {int:1000:90000} rows sampled',
+            "INFO checkpoint starting: time",
+        ),
+    },
+    "mysql": {
+        "flaky_errors": (
+            *DATASTORE_WORK["flaky_errors"],
+            "WARN [MY-010584] Replica I/O for channel 'analytics': error reconnecting to source, retrying",
+            "ERROR xtrabackup stream to backups-{hex:4} failed: connection reset by peer",
+        ),
+        "noisy_neighbour": (
+            *DATASTORE_WORK["noisy_neighbour"],
+            "INFO InnoDB: Buffer pool(s) load completed ({int:20:99}%)",
+            "INFO event scheduler: job purge_sessions deleted {int:100:9000} rows",
+        ),
+    },
+    "kafka": {
+        "flaky_errors": (
+            *DATASTORE_WORK["flaky_errors"],
+            "WARN [MirrorMaker] connection to dr-cluster failed, backing off {int:1:30}s",
+            "ERROR [tiered-storage] segment upload to bucket=archive-{hex:4} failed: deadline exceeded",
+        ),
+        "noisy_neighbour": (
+            *DATASTORE_WORK["noisy_neighbour"],
+            "INFO [Log partition=events-{int:0:11}] Deleting segment {int:100000:999999} (retention)",
+            "INFO [LogCleaner] compacted {int:2:40} segments of __consumer_offsets",
+        ),
+    },
+    "rabbitmq": {
+        "flaky_errors": (
+            *DATASTORE_WORK["flaky_errors"],
+            "WARN shovel dr-shovel: connection to dr-broker.internal refused, retrying in {int:1:30}s",
+        ),
+        "noisy_neighbour": (
+            *DATASTORE_WORK["noisy_neighbour"],
+            "INFO queue 'reports' policy ttl applied, {int:100:9000} messages expired",
+        ),
+    },
     "memcached": {
-        "flaky_errors": ("ERROR stats export to metrics sink failed: connection refused host=stats-sink.internal",),
-        "noisy_neighbour": ("INFO slab rebalancer moved {int:2:40} pages between classes", THROTTLED),
+        "flaky_errors": (
+            "ERROR stats export to metrics sink failed: connection refused host=stats-sink.internal",
+            "WARN stats push to metrics sink timed out after {int:1000:5000}ms, will retry",
+        ),
+        "noisy_neighbour": (
+            "INFO slab rebalancer moved {int:2:40} pages between classes",
+            "INFO LRU crawler reclaimed {int:100:9000} expired items",
+            THROTTLED,
+        ),
     },
     "redis": {
-        "noisy_neighbour": ("INFO Background append only file rewriting started ({int:20:80}% done)", THROTTLED),
+        "flaky_errors": (
+            *DATASTORE_WORK["flaky_errors"],
+            "WARN RDB snapshot upload to backups-{hex:4} failed: deadline exceeded, will retry",
+        ),
+        "noisy_neighbour": (
+            "INFO Background append only file rewriting started ({int:20:80}% done)",
+            "INFO active expire cycle removed {int:1000:90000} keys",
+            THROTTLED,
+        ),
     },
 }
+# The share of a technology's side-work lines one incident draws its noise from: each incident speaks
+# with a subset of the vocabulary, so the same lines do not recur in every incident.
+INCIDENT_VOCABULARY = 0.5
+
+
+def incident_vocabulary(incident_id: str, kind: str, options: tuple[str, ...]) -> tuple[str, ...]:
+    """The lines of a side-work vocabulary one incident draws from: about half of them, at least two."""
+    kept = tuple(line for line in options if unit(incident_id, kind, line) < INCIDENT_VOCABULARY)
+    if len(kept) >= min(2, len(options)):
+        return kept
+    return tuple(sorted(options, key=lambda line: unit(incident_id, kind, line))[:2])
+
 
 REMEDY_LOGS = {
     "restart": "INFO received SIGTERM, shutting down; replacement pod passed readiness",

@@ -20,8 +20,8 @@ import msgspec
 from ..faults import RECORD_KINDS, TECHNOLOGIES
 from ..incidents import Incident
 from ..topology import KINDS, dependency_order
-from .draws import WOBBLE_CHANNEL, WOBBLE_KEY, Draws, pack, unit
-from .simulation import CALM_MINUTE, ServiceState, simulate
+from .draws import WOBBLE_CHANNEL, WOBBLE_KEY, Draws, pack, spread, unit
+from .simulation import CALM_MINUTE, Rhythm, ServiceState, simulate
 from .traffic import flow, queueing
 
 
@@ -62,9 +62,9 @@ class Node(msgspec.Struct, frozen=True, gc=False):
 
 
 # Per service, what the simulation loop needs besides the minute: (node, capacity, queueing at its
-# baseline load, queueing at healthy traffic, memory noise, whether it is a system of record, and per
-# edge (edge, share of requests a failed call fails, retry exponent)).
-LoopConstants = tuple[Node, float, float, float, float, bool, tuple[tuple[Edge, float, float], ...]]
+# baseline load, queueing at healthy traffic, memory noise, whether it is a system of record, per
+# edge (edge, share of requests a failed call fails, retry exponent), and its everyday movement).
+LoopConstants = tuple[Node, float, float, float, float, bool, tuple[tuple[Edge, float, float], ...], Rhythm]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +78,15 @@ class Plan:
     # Each service's p99, and its state, at the page with nothing wrong anywhere.
     healthy_p99: Mapping[str, float]
     calm: Mapping[str, ServiceState]
+    # How much traffic grew over the history shown before the page (a share of the page's traffic).
+    trend: float = 0.0
+
+    def traffic(self, step: int) -> float:
+        """The entry traffic at a minute, as a multiple of the page's: it has been growing or falling
+        over the history before the page, as traffic does through a day; from the page on it holds."""
+        if step >= 0 or not self.trend:
+            return 1.0
+        return 1.0 + self.trend * max(step, -TREND_MINUTES) / TREND_MINUTES
 
 
 Wiring = tuple[tuple[str, str, str, bool, tuple[str, ...]], ...]
@@ -118,10 +127,11 @@ def _plan_for(incident_id: str, wiring: Wiring) -> Plan:
     healthy = flow(ordered, {}, {})
     capacity = {n.name: healthy[n.name] / (max(n.cpu_pct, 5.0) / 100.0) if healthy[n.name] else 1e9 for n in ordered}
     noise = pack([n.key * WOBBLE_KEY + channel * WOBBLE_CHANNEL for n in ordered for channel in (1, 2)])
-    loop = tuple(_loop(n, healthy[n.name], capacity[n.name]) for n in ordered)
+    loop = tuple(_loop(n, healthy[n.name], capacity[n.name], _rhythm(incident_id, n, healthy[n.name])) for n in ordered)
+    trend = spread(-TREND_FALL, TREND_RISE, incident_id, "traffic trend")
     # The calm baseline is simulated on the plan before it has one: no service is slow against an
     # unknown healthy p99, and a calm service is never slow against itself, so its health is the same.
-    unrated = Plan(ordered, nodes, healthy, loop, noise, {n.name: math.inf for n in ordered}, {})
+    unrated = Plan(ordered, nodes, healthy, loop, noise, {n.name: math.inf for n in ordered}, {}, trend)
     calm = simulate(unrated, CALM_MINUTE)
     return replace(unrated, healthy_p99={name: state.p99_ms for name, state in calm.items()}, calm=calm)
 
@@ -181,9 +191,48 @@ def _edge(incident_id: str, name: str, dep: str, dep_kind: str, routed_share: fl
     )
 
 
-def _loop(node: Node, healthy_rps: float, capacity_rps: float) -> LoopConstants:
+def _loop(node: Node, healthy_rps: float, capacity_rps: float, rhythm: Rhythm) -> LoopConstants:
     """A service's constants of the simulation loop, computed as the loop would."""
     base = queueing(max(node.cpu_pct, 5.0) / 100.0)
     calm = queueing(healthy_rps / capacity_rps if capacity_rps > 0 else 0.0) / base
     edges = tuple((e, e.share * e.weight, 1.0 + 0.5 * e.retries) for e in node.edges)
-    return (node, capacity_rps, base, calm, 0.3 * node.noise, node.kind in RECORD_KINDS, edges)
+    return (node, capacity_rps, base, calm, 0.3 * node.noise, node.kind in RECORD_KINDS, edges, rhythm)
+
+
+def _rhythm(incident_id: str, node: Node, healthy_rps: float) -> Rhythm:
+    """A service's everyday movement, drawn like its baseline: a collected runtime's heap sawtooth, a
+    cache or buffer pool refilling, a batch window, and memory in flight with its requests. Roots and
+    the others draw alike: none of it says which service is at fault."""
+    if not healthy_rps or node.kind == "external":  # a provider's egress proxy only passes requests on
+        return Rhythm(healthy_rps)
+    draw = Draws(incident_id, node.name, "rhythm")
+    gc = node.tech in GC_TECHS and draw.unit("gc") < GC_SHARE
+    fill = draw.unit("fill") < FILL_SHARE.get(node.kind, FILL_SHARE_APP)
+    batch = draw.unit("batch") < BATCH_SHARE
+    return Rhythm(
+        healthy_rps,
+        gc_points=draw.spread(5.0, 20.0, "gc points") if gc else 0.0,
+        gc_minutes=draw.spread(12.0, 40.0, "gc minutes"),
+        gc_phase=draw.spread(0.0, 40.0, "gc phase"),
+        fill_points=draw.spread(8.0, 25.0, "fill points") if fill else 0.0,
+        fill_at=-draw.spread(8.0, 40.0, "fill at"),
+        fill_minutes=draw.spread(6.0, 20.0, "fill minutes"),
+        batch_at=draw.spread(-30.0, 10.0, "batch at"),
+        batch_minutes=draw.spread(8.0, 40.0, "batch minutes") if batch else 0.0,
+        batch_cpu=draw.spread(8.0, 30.0, "batch cpu"),
+        batch_memory=draw.spread(4.0, 14.0, "batch memory"),
+        traffic_memory=node.memory_pct * draw.spread(0.05, 0.2, "traffic memory"),
+    )
+
+
+# Traffic over the history before the page grew by up to this share of the page's, or fell by up to
+# this one, over this many minutes.
+TREND_RISE, TREND_FALL, TREND_MINUTES = 0.25, 0.12, 12
+# Runtimes whose heap fills between collections, and the share of their services whose working set shows it.
+GC_TECHS = frozenset({"jvm", "go", "node", "python"})
+GC_SHARE = 0.7
+# The share of services whose memory is refilling after keys or pages expired: caches most, databases'
+# buffer pools and proxies' response caches less, applications' in-process caches least.
+FILL_SHARE = {"cache": 0.6, "database": 0.35, "gateway": 0.3}
+FILL_SHARE_APP = 0.25
+BATCH_SHARE = 0.3

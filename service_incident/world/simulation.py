@@ -9,6 +9,7 @@ requests). The state is noise-free per step; telemetry renders it as an engineer
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Literal
@@ -96,6 +97,58 @@ class Minute(msgspec.Struct, frozen=True, gc=False):
     scaled: Mapping[str, float]
 
 
+class Rhythm(msgspec.Struct, frozen=True, gc=False):
+    """A service's everyday movement that nothing wrong causes, as production metrics move: its heap
+    filling between garbage collections, its cache refilling after keys expired in a wave, a batch
+    window's CPU and memory, and memory that follows the requests in flight. It stays below the pages'
+    thresholds (`MOVEMENT_CPU`, `MOVEMENT_MEMORY`)."""
+
+    healthy_rps: float
+    # Points of memory the heap grows by over one collection cycle of this many minutes (0: no sawtooth).
+    gc_points: float = 0.0
+    gc_minutes: float = 1.0
+    gc_phase: float = 0.0
+    # Points of memory refilled after a wave of expiries at minute `fill_at`, at this time constant.
+    fill_points: float = 0.0
+    fill_at: float = 0.0
+    fill_minutes: float = 1.0
+    # A batch window: its start, length and the CPU and memory points it adds (0 minutes: none).
+    batch_at: float = 0.0
+    batch_minutes: float = 0.0
+    batch_cpu: float = 0.0
+    batch_memory: float = 0.0
+    # Points of memory per unit of extra traffic over the healthy rate.
+    traffic_memory: float = 0.0
+
+    def at(self, minute: int, requests: float) -> tuple[float, float]:
+        """The CPU and memory points this movement adds at a minute."""
+        memory = 0.0
+        cpu = 0.0
+        if self.gc_points:
+            memory += self.gc_points * (((minute + self.gc_phase) % self.gc_minutes) / self.gc_minutes)
+        if self.fill_points and minute >= self.fill_at:
+            memory -= self.fill_points * math.exp(-(minute - self.fill_at) / self.fill_minutes)
+        if self.batch_minutes:
+            ramp = min(minute - self.batch_at, self.batch_at + self.batch_minutes - minute) / BATCH_RAMP_MINUTES
+            if ramp > 0.0:
+                ramp = ramp if ramp < 1.0 else 1.0
+                cpu += self.batch_cpu * ramp
+                memory += self.batch_memory * ramp
+        if self.traffic_memory and self.healthy_rps:
+            extra = requests / self.healthy_rps - 1.0
+            memory += self.traffic_memory * (extra if extra < TRAFFIC_MEMORY_CAP else TRAFFIC_MEMORY_CAP)
+        return cpu, memory
+
+
+# A batch window's CPU and memory rise and fall over this many minutes.
+BATCH_RAMP_MINUTES = 2.0
+# Extra traffic beyond this share of the healthy rate adds no more memory (the pools are full).
+TRAFFIC_MEMORY_CAP = 0.5
+# Everyday movement lifts CPU and memory no higher than these, well below the pages' thresholds.
+MOVEMENT_CPU = 80.0
+MOVEMENT_MEMORY = 85.0
+
+
 # The page with nothing wrong anywhere: the plan's calm baseline.
 CALM_MINUTE = Minute(0, {}, {}, {}, {}, frozenset(), {})
 
@@ -107,7 +160,10 @@ def simulate(plan: Plan, minute: Minute) -> dict[str, ServiceState]:
     load, shed = minute.load, minute.shed
     healthy_rps, healthy_p99 = plan.healthy_rps, plan.healthy_p99
     rps = flow(plan.nodes, load, shed, healthy_rps) if load or shed else healthy_rps
-    calm = not load and not shed
+    traffic = plan.traffic(minute.step)
+    if traffic != 1.0:
+        rps = {name: value * traffic for name, value in rps.items()}
+    calm = not load and not shed and traffic == 1.0
     live, side, restarting, scaled = minute.live, minute.side, minute.restarting, minute.scaled
     # At the page, a service nothing touches (no fault or side work of its own, its usual traffic, every
     # dependency answering its calls as when calm) is in its calm state: the same arithmetic on the
@@ -132,6 +188,7 @@ def simulate(plan: Plan, minute: Minute) -> dict[str, ServiceState]:
             continue
         states[name] = _service_state(
             constants,
+            minute.step,
             requests,
             w1,
             w2,
@@ -149,6 +206,7 @@ def simulate(plan: Plan, minute: Minute) -> dict[str, ServiceState]:
 # Runs once per service per simulated minute: splitting it further costs measurably on that path.
 def _service_state(  # noqa: C901
     constants: LoopConstants,
+    step: int,
     requests: float,
     w1: float,
     w2: float,
@@ -161,7 +219,7 @@ def _service_state(  # noqa: C901
     states: dict[str, ServiceState],
 ) -> ServiceState:
     """One service's state in the minute, its dependencies' states known (`states`)."""
-    node, capacity_rps, base_queueing, calm_queueing, memory_noise, of_record, edges = constants
+    node, capacity_rps, base_queueing, calm_queueing, memory_noise, of_record, edges, rhythm = constants
     name = node.name
     noise = node.noise
     n1 = 1.0 + noise * w1
@@ -188,6 +246,10 @@ def _service_state(  # noqa: C901
     else:
         cpu = node.cpu_pct
     memory = node.memory_pct * (1.0 + memory_noise * w1)
+    moved_cpu, moved_memory = rhythm.at(step, requests)
+    if moved_cpu > 0.0:
+        cpu = min(cpu + moved_cpu, max(cpu, MOVEMENT_CPU))
+    memory = min(memory + moved_memory, max(memory, MOVEMENT_MEMORY))
     own_ok = (1.0 - node.error_rate * (1.0 + w1)) * (1.0 - shed_share)
     silent = 0.0
     health: ServiceHealth | None = None
