@@ -87,6 +87,8 @@ class _Episode:
     ledger: scoring.Ledger = field(default_factory=scoring.Ledger)
     paid: list[float] = field(default_factory=list)
     declared_severity: Severity | None = None
+    # The last minute the declared severity was graded through (see `Telemetry.graded_through`).
+    graded_through: int | None = None
     score: float | None = None
     breakdown: dict[str, float] | None = None
     postmortem: Postmortem | None = None
@@ -348,8 +350,9 @@ class ServiceIncidentEnvironment:
         world = episode.world
         if isinstance(action, Declare):
             declared = frozenset([action.target, *action.additional_targets])
-            # Judged on what the pages could have shown by now, lag included.
-            severity_right = action.severity == world.severity(episode.telemetry.lagged(episode.step))
+            # Judged on what the metrics had shown when the answer was chosen, lag included.
+            episode.graded_through = episode.telemetry.graded_through(episode.step)
+            severity_right = action.severity == world.severity(episode.graded_through)
             episode.declared_severity = action.severity
             said = f" with severity {action.severity}"
         else:
@@ -448,7 +451,9 @@ def _reward(episode: _Episode) -> float:
 def _debrief(episode: _Episode, outcome: scoring.Outcome, breakdown: dict[str, float]) -> scoring.Debrief:
     """An ended episode's outcome beside the incident's truth, for its postmortem."""
     world, task = episode.world, episode.task
-    graded = episode.telemetry.lagged(episode.step)
+    graded = episode.graded_through
+    if graded is None:  # no severity declared: the one an answer now would be graded on
+        graded = episode.telemetry.graded_through(episode.step + 1)
     return scoring.Debrief(
         outcome=outcome,
         breakdown=breakdown,
@@ -471,8 +476,8 @@ def _severity_basis(world: World, graded: int) -> str:
     worst_latency = max(impact[1] for impact in impacts)
     at_risk = world.data_at_risk(graded)
     return (
-        f"worst user-facing impact from the page to {format_time(clock(world, graded))} (what metrics showed "
-        f"when the answer was given; a remedy's own disruption (pods rolling) not counted): "
+        f"worst user-facing impact from the page to {format_time(clock(world, graded))} (the last minute the "
+        f"metrics had shown when the answer was chosen; a remedy's own disruption (pods rolling) not counted): "
         f"error rate {error_rate:.1%}, p99 {worst_latency:.0f} ms"
         f"{'; a system of record refused or lost writes' if at_risk else ''}. Rubric: P0 at error rate "
         f">= {P0_ERROR_RATE:.0%} or p99 >= {P0_LATENCY_MS:.0f} ms or writes of record lost; P1 at "

@@ -249,7 +249,7 @@ FAULTS: Mapping[str, FaultType] = {
                 "kafka": "brokers: 1/3 up, 2 restarting; in-sync replicas 1/3 on {topic} ({int:4:12} partitions "
                 "under-replicated); consumer lag {int:2000:9000} messages and rising; rejected writes 0 in the "
                 "last minute; disk {disk}% used",
-                "rabbitmq": "nodes: 1/3 running, 2 restarting; quorum members in sync 1/3 on {topic}; consumer "
+                "rabbitmq": "nodes: 1/3 running, 2 restarting; in-sync replicas (quorum members) 1/3 on {topic}; consumer "
                 "lag {int:2000:9000} messages and rising; rejected writes 0 in the last minute; disk {disk}% used",
             },
         ),
@@ -464,7 +464,7 @@ FAULTS: Mapping[str, FaultType] = {
                 "writes {int:200:900} in the last minute (KafkaStorageException); in-sync replicas 1/3 on "
                 "{topic}; consumer lag {int:500:3000} messages",
                 "rabbitmq": "disk: {volume} 100% used; disk alarm set, publishers blocked; rejected writes "
-                "{int:200:900} in the last minute; quorum members in sync 3/3 on {topic}; consumer lag "
+                "{int:200:900} in the last minute; in-sync replicas (quorum members) 3/3 on {topic}; consumer lag "
                 "{int:0:40} messages",
                 "*": "disk: {volume} 100% used; binlog {int:40:60}GB; {int:20:90} writes failed in the last minute",
             },

@@ -15,13 +15,13 @@ P0_LATENCY_MS = 5000.0
 P1_ERROR_RATE = 0.05
 P1_LATENCY_MS = 1500.0
 SEVERITIES: tuple[Severity, ...] = ("P2", "P1", "P0")
-# The moment severity is graded at, as `World.severity` grades it through the step the metrics had
-# delivered when the answer was given.
+# The moment severity is graded at: `World.severity` through the last minute the metrics had shown in
+# the observation the answer was chosen from (`Telemetry.graded_through`).
 SEVERITY_MOMENT = (
     "Severity is graded on the worst user-facing impact between the page and the answer, as the metrics "
-    "showed it when the answer was given (they may trail the world by a minute): a peak that has passed "
-    "still counts, impact after the answer does not, and a remedy's own disruption (pods rolling) is not "
-    "the incident's."
+    "showed it in the observation the answer was chosen from (they may trail the world by a minute): a peak "
+    "that has passed still counts, impact after that does not, and a remedy's own disruption (pods rolling) "
+    "is not the incident's."
 )
 # The rubric as agents read it (prompts, tool schemas).
 SEVERITY_RUBRIC = (
