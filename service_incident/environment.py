@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from . import scoring
-from .faults import FAULTS
+from .faults import FAULTS, RECORD_KINDS
 from .holdout import KEY_SETTING, HoldoutKey
 from .models import (
     Action,
@@ -33,6 +33,7 @@ from .models import (
 )
 from .tasks import DEFAULT_TASK, HELD_OUT, TASKS, Task, find_task, resolve_incident, task_of
 from .telemetry import LOG_WINDOW_S, LOUD_LEVELS, STEP_MINUTES, TRACE_DEPTH, Look, Telemetry, clock, format_time, level
+from .telemetry.escalation import acknowledgement
 from .world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS, World
 
 MAX_SEED = 2**63 - 1
@@ -54,11 +55,12 @@ _DONE_REMEDY = {
     "restart": "Restarted {t}: its pods were replaced.",
     "rollback": "Rolled {t} back to its previous release.",
     "scale_up": "Scaled {t} up: replicas doubled.",
-    "escalate": "Escalated to the team that owns {t}.",
     "failover": "Asked {t} to promote a replica to primary.",
     "expand_volume": "Grew the data volume of {t}.",
     "renew_certificate": "Issued and loaded a new certificate for {t}.",
     "shed_load": "Turned on admission control at {t}.",
+    "terminate_blocker": "Asked {t} to end the session holding the row locks others wait on.",
+    "resync_clock": "Pointed the nodes of {t} at a working time source and stepped their clocks.",
 }
 
 
@@ -85,6 +87,8 @@ class _Episode:
     ledger: scoring.Ledger = field(default_factory=scoring.Ledger)
     paid: list[float] = field(default_factory=list)
     declared_severity: Severity | None = None
+    # The last minute the declared severity was graded through (see `Telemetry.graded_through`).
+    graded_through: int | None = None
     score: float | None = None
     breakdown: dict[str, float] | None = None
     postmortem: Postmortem | None = None
@@ -201,10 +205,7 @@ class ServiceIncidentEnvironment:
         elif action.kind == "inspect":
             message = self._inspect(episode, action)
         elif action.kind == "remedy":
-            # A remediation action's tag is the remedy it applies.
-            episode.world.remediate(name, action.target)  # type: ignore[arg-type]
-            episode.ledger.remedied(scoring.judge_remedy(episode.world))
-            message = _DONE_REMEDY[name].format(t=action.target)
+            message = self._remedy(episode, name, action.target)
         elif isinstance(action, Resolve):
             if action.target is not None and episode.ledger.declared is None:
                 # Resolving "the service I fixed" names it as the root cause, as the response system did.
@@ -280,9 +281,9 @@ class ServiceIncidentEnvironment:
             return f"unknown service {unknown[0]!r}; services are: {', '.join(services)}"
         if task.rationale_required and not action.rationale:
             return f"task {task.id!r} requires a rationale on every action"
-        if isinstance(action, RunDbQuery) and episode.world.incident.service(action.target).kind != "database":
-            databases = [s.name for s in episode.world.incident.services if s.kind == "database"]
-            return f"{action.target} is not a database; databases here: {', '.join(databases) or 'none'}"
+        if isinstance(action, RunDbQuery) and episode.world.incident.service(action.target).kind not in RECORD_KINDS:
+            stores = [s.name for s in episode.world.incident.services if s.kind in RECORD_KINDS]
+            return f"{action.target} is not a database or queue; those here: {', '.join(stores) or 'none'}"
         if isinstance(action, Declare | DeclareRootCauses) and episode.ledger.declared is not None:
             return "the root cause is already declared"
         return None
@@ -297,6 +298,15 @@ class ServiceIncidentEnvironment:
             world.advance()
             watched += 1
         return world.restored(), watched
+
+    @staticmethod
+    def _remedy(episode: _Episode, name: str, target: str) -> str:
+        # A remediation action's tag is the remedy it applies.
+        episode.world.remediate(name, target)  # type: ignore[arg-type]
+        episode.ledger.remedied(scoring.judge_remedy(episode.world))
+        if name == "escalate":
+            return acknowledgement(episode.world, target, episode.step)
+        return _DONE_REMEDY[name].format(t=target)
 
     def _inspect(self, episode: _Episode, action: Action) -> str:
         target: str = action.target  # type: ignore[union-attr, assignment]
@@ -340,8 +350,9 @@ class ServiceIncidentEnvironment:
         world = episode.world
         if isinstance(action, Declare):
             declared = frozenset([action.target, *action.additional_targets])
-            # Judged on what the pages could have shown by now, lag included.
-            severity_right = action.severity == world.severity(episode.telemetry.lagged(episode.step))
+            # Judged on what the metrics had shown when the answer was chosen, lag included.
+            episode.graded_through = episode.telemetry.graded_through(episode.step)
+            severity_right = action.severity == world.severity(episode.graded_through)
             episode.declared_severity = action.severity
             said = f" with severity {action.severity}"
         else:
@@ -440,7 +451,9 @@ def _reward(episode: _Episode) -> float:
 def _debrief(episode: _Episode, outcome: scoring.Outcome, breakdown: dict[str, float]) -> scoring.Debrief:
     """An ended episode's outcome beside the incident's truth, for its postmortem."""
     world, task = episode.world, episode.task
-    graded = episode.telemetry.lagged(episode.step)
+    graded = episode.graded_through
+    if graded is None:  # no severity declared: the one an answer now would be graded on
+        graded = episode.telemetry.graded_through(episode.step + 1)
     return scoring.Debrief(
         outcome=outcome,
         breakdown=breakdown,
@@ -463,8 +476,8 @@ def _severity_basis(world: World, graded: int) -> str:
     worst_latency = max(impact[1] for impact in impacts)
     at_risk = world.data_at_risk(graded)
     return (
-        f"worst user-facing impact from the page to {format_time(clock(world, graded))} (what metrics showed "
-        f"when the answer was given; a remedy's own disruption (pods rolling) not counted): "
+        f"worst user-facing impact from the page to {format_time(clock(world, graded))} (the last minute the "
+        f"metrics had shown when the answer was chosen; a remedy's own disruption (pods rolling) not counted): "
         f"error rate {error_rate:.1%}, p99 {worst_latency:.0f} ms"
         f"{'; a system of record refused or lost writes' if at_risk else ''}. Rubric: P0 at error rate "
         f">= {P0_ERROR_RATE:.0%} or p99 >= {P0_LATENCY_MS:.0f} ms or writes of record lost; P1 at "

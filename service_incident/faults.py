@@ -14,7 +14,16 @@ from dataclasses import dataclass
 from typing import Literal
 
 Remedy = Literal[
-    "restart", "rollback", "scale_up", "escalate", "failover", "expand_volume", "renew_certificate", "shed_load"
+    "restart",
+    "rollback",
+    "scale_up",
+    "escalate",
+    "failover",
+    "expand_volume",
+    "renew_certificate",
+    "shed_load",
+    "terminate_blocker",
+    "resync_clock",
 ]
 FaultHealth = Literal["degraded", "down"]
 # How a caller's call to a failing service fails.
@@ -242,6 +251,15 @@ FAULTS: Mapping[str, FaultType] = {
             events=(_BACKOFF, _UNHEALTHY),
             termination="Error (exit code 139)",
             lead=(1, 4),
+            # A broker's own view: its peers restarting, partitions under-replicated, consumers falling
+            # behind; producers retry refused connections, so no write is rejected.
+            db_report={
+                "kafka": "brokers: 1/3 up, 2 restarting; in-sync replicas 1/3 on {topic} ({int:4:12} partitions "
+                "under-replicated); consumer lag {int:2000:9000} messages and rising; rejected writes 0 in the "
+                "last minute; disk {disk}% used",
+                "rabbitmq": "nodes: 1/3 running, 2 restarting; in-sync replicas (quorum members) 1/3 on {topic}; consumer "
+                "lag {int:2000:9000} messages and rising; rejected writes 0 in the last minute; disk {disk}% used",
+            },
         ),
         FaultType(
             "traffic_spike",
@@ -450,6 +468,12 @@ FAULTS: Mapping[str, FaultType] = {
             db_report={
                 "postgres": "disk: {volume} 100% used (0 B free); WAL {int:40:60}GB; last checkpoint "
                 "failed; {int:20:90} transactions aborted in the last minute",
+                "kafka": "disk: {volume} 100% used; log dir offline, its partitions without a leader; rejected "
+                "writes {int:200:900} in the last minute (KafkaStorageException); in-sync replicas 1/3 on "
+                "{topic}; consumer lag {int:500:3000} messages",
+                "rabbitmq": "disk: {volume} 100% used; disk alarm set, publishers blocked; rejected writes "
+                "{int:200:900} in the last minute; in-sync replicas (quorum members) 3/3 on {topic}; consumer lag "
+                "{int:0:40} messages",
                 "*": "disk: {volume} 100% used; binlog {int:40:60}GB; {int:20:90} writes failed in the last minute",
             },
         ),
@@ -506,14 +530,14 @@ FAULTS: Mapping[str, FaultType] = {
             {
                 "postgres": (
                     (
-                        "ERROR deadlock detected: process {int:1000:9999} waits for ShareLock on transaction {int:800000:900000}",
+                        "ERROR deadlock detected: process {int:1000:9999} waits for ShareLock on transaction "
+                        "{int:800000:900000}; blocked by process {blocker}",
                         "LOG process {int:1000:9999} still waiting for ShareLock on transaction {int:800000:900000} "
                         "after {int:1000:9000}.{int:100:999} ms",
                     ),
                     (
                         "ERROR deadlock detected",
-                        "LOG CONTEXT: while updating tuple ({int:0:9999},{int:1:60}) "
-                        'in relation "{pick:orders|inventory|payments}"',
+                        'LOG CONTEXT: while updating tuple ({int:0:9999},{int:1:60}) in relation "{table}"',
                     ),
                 ),
                 "mysql": (
@@ -527,17 +551,22 @@ FAULTS: Mapping[str, FaultType] = {
                     ),
                 ),
             },
-            fix="restart",
+            # Ending the session that holds the locks ends the deadlock; restarting the primary ends every
+            # session too, and its callers' requests fail while it comes back.
+            fix="terminate_blocker",
+            acceptable=("restart",),
             error_rate=0.45,
             latency_ms=4000,
             cpu_pct=70,
             lead=(2, 6),
-            # {held}: how long the oldest waiting transaction has been open, never longer than the fault or the
-            # pods that hold it; {waiting} scales with how strongly the fault shows.
+            # {held}: how long the blocking transaction has been open, never longer than the fault or the
+            # pods that hold it; {waiting} scales with how strongly the fault shows. The statements are the
+            # client's, on its own tables: {client} is a service that uses this database.
             db_report={
                 "*": "locks: {waiting} sessions waiting on row locks; {int:3:40} deadlocks in the last minute "
-                "(UPDATE orders / UPDATE inventory, victims rolled back); oldest transaction open {held}s; "
-                "connections active={int:60:95} max={max_conn}"
+                "(UPDATE {table} / UPDATE {other_table}, victims rolled back); blocking session: pid {blocker} "
+                "client={client} state=idle in transaction, transaction open {held}s, last statement: UPDATE "
+                "{table} SET updated_at = now() WHERE id = $1; connections active={int:60:95} max={max_conn}"
             },
         ),
         FaultType(
@@ -641,7 +670,8 @@ FAULTS: Mapping[str, FaultType] = {
                     ),
                 )
             },
-            fix="restart",
+            # Containers share their node's clock: a new pod on the same node keeps the offset.
+            fix="resync_clock",
             error_rate=0.25,
             latency_ms=20,
             failure="rejected",

@@ -69,7 +69,11 @@ class InspectDeploys(_ActionBase, tag="inspect_deploys", frozen=True):
 
 
 class RunDbQuery(_ActionBase, tag="run_db_query", frozen=True):
-    """Read a datastore's own diagnostics: sessions, locks, slow statements, disk, replication."""
+    """Read a datastore's diagnostics: a database's sessions, lock holders, statements, disk; a queue's lag and ISR.
+
+    A database shows the session holding the locks others wait on (pid, client, statement, how long), slow
+    statements, disk and replication; a queue its consumer lag, in-sync replicas, disk and rejected writes.
+    """
 
     kind = "inspect"
     view = "db"
@@ -106,7 +110,10 @@ class ScaleUp(_ActionBase, tag="scale_up", frozen=True):
 
 
 class Escalate(_ActionBase, tag="escalate", frozen=True):
-    """Page the team that owns a service or its provider; they act a step later."""
+    """Page the provider or partner a service relies on: acknowledged now, they act a step later on what they own.
+
+    What a provider owns is its quota, its outage and its certificate; nothing else changes.
+    """
 
     kind = "remedy"
     target: ServiceName
@@ -135,6 +142,20 @@ class RenewCertificate(_ActionBase, tag="renew_certificate", frozen=True):
 
 class ShedLoad(_ActionBase, tag="shed_load", frozen=True):
     """Turn on admission control at a service: requests beyond its usual rate are answered 429."""
+
+    kind = "remedy"
+    target: ServiceName
+
+
+class TerminateBlocker(_ActionBase, tag="terminate_blocker", frozen=True):
+    """End the database session holding the row locks others wait on (its pid as diagnostics show it)."""
+
+    kind = "remedy"
+    target: ServiceName
+
+
+class ResyncClock(_ActionBase, tag="resync_clock", frozen=True):
+    """Point the nodes a service runs on at a working time source and step their clocks into sync."""
 
     kind = "remedy"
     target: ServiceName
@@ -178,6 +199,8 @@ Action = (
     | ExpandVolume
     | RenewCertificate
     | ShedLoad
+    | TerminateBlocker
+    | ResyncClock
     | Declare
     | DeclareRootCauses
     | Resolve

@@ -18,7 +18,16 @@ import msgspec
 
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.harness.agents import Agent, ExpertAgent
-from service_incident.models import ACTIONS_BY_NAME, Action, Declare, DeclareRootCauses, Observation, Resolve
+from service_incident.models import (
+    ACTIONS_BY_NAME,
+    REMEDIATIONS,
+    Action,
+    Declare,
+    DeclareRootCauses,
+    Observation,
+    Resolve,
+    action_name,
+)
 
 # (task, seed, incident): a triage incident, a long root-cause analysis, a generated incident and a
 # task with the status page, so every view, the pages and the dashboard are rendered.
@@ -34,16 +43,22 @@ _ON_A_SERVICE = {name for name, kind in ACTIONS_BY_NAME.items() if kind not in (
 
 
 class Wanderer:
-    """Inspects and remedies any service at random and never answers: the episode runs out its steps."""
+    """Inspects and remedies any service at random and never answers: the episode runs out its steps.
+
+    It takes the actions in shuffled rounds, each action once a round, so a long episode takes them all.
+    """
 
     name: str = "wanderer"
 
     def __init__(self, seed: int) -> None:
         self._rng = random.Random(f"wanderer:{seed}")
+        self._round: list[str] = []
 
     def act(self, observation: Observation) -> Action:
-        names = [name for name in observation.available_actions if name in _ON_A_SERVICE]
-        chosen = {"action": self._rng.choice(names), "target": self._rng.choice(observation.services)}
+        if not self._round:
+            self._round = [name for name in observation.available_actions if name in _ON_A_SERVICE]
+            self._rng.shuffle(self._round)
+        chosen = {"action": self._round.pop(), "target": self._rng.choice(observation.services)}
         return msgspec.convert(chosen, Action)
 
 
@@ -87,7 +102,7 @@ def test_the_episodes_remedy_and_render_every_view() -> None:
         for line in transcript(*episode, Wanderer(episode[1]))[1:]:
             last = json.loads(line)["action_history"][-1]
             done.add(last["action"])
-    assert {"restart", "rollback", "scale_up"} <= done
+    assert {action_name(remedy) for remedy in REMEDIATIONS} <= done
     assert {"inspect_logs", "inspect_metrics", "check_health", "inspect_deploys", "inspect_traces"} <= done
 
 

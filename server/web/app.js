@@ -630,6 +630,8 @@
     ['expand_volume', 'Grow volume', 'fix'],
     ['renew_certificate', 'Renew cert', 'fix'],
     ['shed_load', 'Shed load', 'fix'],
+    ['terminate_blocker', 'End blocker', 'fix'],
+    ['resync_clock', 'Resync clock', 'fix'],
   ];
 
   function renderAct() {
@@ -646,11 +648,11 @@
     const buttons = clear($('target-actions'));
     for (const [name, label, kind] of TARGET_ACTIONS) {
       if (!allowed.has(name)) continue;
-      const notDb = name === 'run_db_query' && card && card.kind !== 'database';
+      const notDb = name === 'run_db_query' && card && card.kind !== 'database' && card.kind !== 'queue';
       buttons.append(h('button', {
         type: 'button', class: `act ${kind}`, dataset: { action: name }, text: label,
         disabled: over || app.busy || !app.selected || notDb,
-        title: notDb ? `${app.selected} is not a database` : `${name}(${app.selected || '…'})`,
+        title: notDb ? `${app.selected} is not a database or queue` : `${name}(${app.selected || '…'})`,
         onclick: () => act({ action: name, target: app.selected }),
       }));
     }

@@ -32,7 +32,8 @@ def grade(make_agent: Callable[[], Agent], task_id: str, seed: int) -> tuple[boo
         return False, False, observation.score or 0.0
     world = episode.world
     roots_right = frozenset([declared.target, *declared.additional_targets]) == world.root_causes
-    severity_right = declared.severity == world.severity(episode.telemetry.lagged(episode.step))
+    assert episode.graded_through is not None
+    severity_right = declared.severity == world.severity(episode.graded_through)
     return roots_right, severity_right, observation.score or 0.0
 
 

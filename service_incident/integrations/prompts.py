@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from service_incident.tasks import TASKS, Task, find_task
+from service_incident.world.rubric import SEVERITY_RUBRIC
 
 GENERATED_TASKS: tuple[str, ...] = tuple(task.id for task in TASKS.values() if task.generated)
 
@@ -26,8 +27,9 @@ Row = dict[str, Any]
 
 def instructions(task: Task) -> str:
     """The user message a rollout starts from; the pager is appended to it."""
+    severity = f"Severity follows user-facing impact: {SEVERITY_RUBRIC} " if task.grades_severity else ""
     return (
-        f"You are the on-call engineer, paged for a production incident. {task.description} "
+        f"You are the on-call engineer, paged for a production incident. {task.description} {severity}"
         "Call one tool per step and read what it shows before choosing the next. The pager follows.\n\n"
     )
 

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ..faults import FAULTS
-from ..world import ServiceState, fault_lead, spread
+from ..world import ServiceState, fault_lead, spread, unit
 from .clock import age, clock
 from .deploys import version
 from .pods import Pod, pods, pods_at
@@ -32,6 +32,7 @@ def health(state: TelemetryState, service: str, step: int) -> str:
         old = age(now - pod.created)
         last = f" last_termination={pod.last_termination}" if pod.last_termination else ""
         lines.append(f"  pod {pod.name} pid={pod.pid} status={pod.status} restarts={pod.restarts} age={old}{last}")
+    lines.append(_node(state, service, step))
     events = _events(state, service, step, running, service_state)
     lines.append("events (last 15m):" if events else "events (last 15m): none")
     lines += [f"  {age(now - at)} ago {text}" for at, text in sorted(events, reverse=True)[:6]]
@@ -39,6 +40,20 @@ def health(state: TelemetryState, service: str, step: int) -> str:
     rt = "timeout" if probe == "failed" else f"{round(service_state.p50_ms * rng.uniform(0.5, 0.9))}ms"
     lines.append(f"probe GET /healthz: {probe} rt={rt}")
     return "\n".join(lines)
+
+
+def _node(state: TelemetryState, service: str, step: int) -> str:
+    """The node the service's pods run on, and its clock: containers keep the time of their node."""
+    world = state.world
+    incident = world.incident
+    name = f"ip-10-0-{int(unit(incident.id, service, 'node') * 250)}-{int(unit(incident.id, service, 'node2') * 250)}"
+    rng = rng_for(state.seed, incident.id, service, "node", step)
+    skewed = any(kind.fix == "resync_clock" for kind, _ in world.fault_runs(service, step))
+    if skewed:
+        sync = f"clock unsynchronized: chronyd: no selectable sources, offset +{rng.uniform(300, 600):.3f}s"
+    else:
+        sync = f"clock synchronized to time.internal, offset {rng.uniform(-0.004, 0.004):+.4f}s"
+    return f"node {name}: Ready; {sync}"
 
 
 def _events(

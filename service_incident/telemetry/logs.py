@@ -26,6 +26,7 @@ from .phrases import (
     incident_vocabulary,
 )
 from .pods import MINOR_STRENGTH, Pod, pods
+from .schemas import blocker_pid, client_of, client_tables
 from .templates import fill, hexkey, pick, pick_fixed, rng_for
 
 if TYPE_CHECKING:
@@ -210,7 +211,7 @@ def _config_sync(world: World, service: str) -> tuple[int, int, str]:
 def line_context(world: World, service: str, step: int, pods: list[Pod]) -> dict[str, str]:
     """What templates name besides their draws: the service, its release, its settings, a caller."""
     incident = world.incident
-    callers = [s.name for s in incident.services if service in s.depends_on] or [service]
+    table, other_table = client_tables(world, service)
     return {
         "svc": service,
         "version": version(world, service, step),
@@ -222,7 +223,10 @@ def line_context(world: World, service: str, step: int, pods: list[Pod]) -> dict
         "max_conn": str(100 * (1 + int(unit(incident.id, service, "maxconn") * 4))),
         "maxmemory": f"{4 + int(unit(incident.id, service, 'maxmemory') * 5)}gb",
         "quota": str(100 + 50 * int(unit(incident.id, service, "quota") * 11)),
-        "client": callers[int(unit(incident.id, service, "client") * len(callers))],
+        "client": client_of(world, service),
+        "table": table,
+        "other_table": other_table,
+        "blocker": blocker_pid(world, service),
         "ip": pods[0].ip if pods else "10.0.0.1",
     }
 

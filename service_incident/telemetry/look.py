@@ -95,3 +95,8 @@ class Telemetry:
 
     def lagged(self, step: int) -> int:
         return metrics.lagged(self.world, step)
+
+    def graded_through(self, answer_step: int) -> int:
+        """The last minute severity is graded through for an answer given at a step: the minute the
+        metrics had delivered in the observation the answer was chosen from (rubric.SEVERITY_MOMENT)."""
+        return self.lagged(answer_step - 1)

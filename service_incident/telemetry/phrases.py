@@ -283,9 +283,11 @@ REMEDY_LOGS = {
     "restart": "INFO received SIGTERM, shutting down; replacement pod passed readiness",
     "rollback": "INFO starting {svc} {version}",
     "scale_up": "INFO new replicas joined the pool",
-    "escalate": "INFO incident ticket opened with the owning team",
+    "escalate": "INFO incident ticket opened with the provider's support",
     "failover": "INFO failover complete: replica promoted to primary",
     "expand_volume": "INFO volume resized online, filesystem grown",
     "renew_certificate": "INFO certificate reloaded for {host}",
     "shed_load": "WARN admission control enabled: excess requests answered 429",
+    "terminate_blocker": "LOG backend {blocker} ended: terminating connection due to administrator command",
+    "resync_clock": "INFO chronyd: selected source time.internal; system clock stepped into sync",
 }

@@ -23,7 +23,7 @@ Outcome = Literal["heals", "relief", "disruption", "no_effect"]
 
 # Minutes of history before the page that metrics keep.
 HISTORY_MINUTES = 12
-# An escalation is acted on by the owning team this many steps later.
+# An escalation is acted on by the provider it pages this many steps later, if the fault is theirs.
 ESCALATION_DELAY = 1
 # How many times its size a scale-up makes a service (its replicas and resources doubled).
 SCALE_UP_FACTOR = 2.0

@@ -1,4 +1,5 @@
-"""The severity rubric, from user-facing impact at the moment it is graded (docs/world.md).
+"""The severity rubric, and the moment it is graded at: the worst user-facing impact from the page to
+the answer, as the metrics showed it (docs/world.md).
 
 Its own module, with no simulator in it: agents, prompts and tool schemas read the rubric without the
 world model.
@@ -14,12 +15,20 @@ P0_LATENCY_MS = 5000.0
 P1_ERROR_RATE = 0.05
 P1_LATENCY_MS = 1500.0
 SEVERITIES: tuple[Severity, ...] = ("P2", "P1", "P0")
+# The moment severity is graded at: `World.severity` through the last minute the metrics had shown in
+# the observation the answer was chosen from (`Telemetry.graded_through`).
+SEVERITY_MOMENT = (
+    "Severity is graded on the worst user-facing impact between the page and the answer, as the metrics "
+    "showed it in the observation the answer was chosen from (they may trail the world by a minute): a peak "
+    "that has passed still counts, impact after that does not, and a remedy's own disruption (pods rolling) "
+    "is not the incident's."
+)
 # The rubric as agents read it (prompts, tool schemas).
 SEVERITY_RUBRIC = (
     f"P0 when a user-facing service fails at least {P0_ERROR_RATE:.0%} of requests, or its p99 latency is at "
     f"least {P0_LATENCY_MS:.0f} ms, or a system of record ({' or '.join(f'a {kind}' for kind in RECORD_KINDS)}) "
     f"refuses or loses writes; P1 when it fails at least {P1_ERROR_RATE:.0%} of requests or its p99 is at least "
-    f"{P1_LATENCY_MS:.0f} ms; P2 otherwise."
+    f"{P1_LATENCY_MS:.0f} ms; P2 otherwise. {SEVERITY_MOMENT}"
 )
 
 
