@@ -54,7 +54,7 @@ def test_the_first_look_at_the_view_reset_showed_is_a_look_and_the_next_is_redun
     first = env.step(InspectLogs(target="cache"))
     assert first.message == "Inspected the logs of cache." and first.last_diagnostic is not None
     again = env.step(InspectLogs(target="cache"))
-    assert again.message == "The logs of cache show nothing new since you last looked."
+    assert again.message == f"The logs of cache show nothing new since you last looked at {first.clock[11:16]}."
     last = env.step(Declare(target="cache", severity="P1"))
     assert last.breakdown is not None
     assert last.breakdown["evidence"] == scoring.WEIGHTS["triage"]["evidence"]
