@@ -32,7 +32,19 @@ from .models import (
     action_name,
 )
 from .tasks import DEFAULT_TASK, HELD_OUT, TASKS, Task, find_task, resolve_incident, task_of
-from .telemetry import LOG_WINDOW_S, LOUD_LEVELS, STEP_MINUTES, TRACE_DEPTH, Look, Telemetry, clock, format_time, level
+from .telemetry import (
+    LOG_WINDOW_S,
+    LOUD_LEVELS,
+    STEP_MINUTES,
+    TRACE_DEPTH,
+    Look,
+    Scope,
+    Telemetry,
+    clock,
+    format_time,
+    level,
+    minute,
+)
 from .telemetry.escalation import acknowledgement
 from .world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS, World
 
@@ -80,6 +92,8 @@ class _Episode:
     # The views the agent chose to look at: the first deliberate look at the one reset showed is a look too.
     opened: set[tuple[str, str]] = field(default_factory=set)
     metrics: dict[str, Metrics] = field(default_factory=dict)
+    # The minute each view shown was taken, by view and service.
+    as_of: dict[str, dict[str, str]] = field(default_factory=dict)
     history: list[ActionRecord] = field(default_factory=list)
     paged: list[Alert] = field(default_factory=list)
     dashboard: dict[str, str] = field(default_factory=dict)
@@ -281,6 +295,12 @@ class ServiceIncidentEnvironment:
             return f"unknown service {unknown[0]!r}; services are: {', '.join(services)}"
         if task.rationale_required and not action.rationale:
             return f"task {task.id!r} requires a rationale on every action"
+        endpoint = getattr(action, "endpoint", None)
+        if endpoint is not None:
+            service = getattr(action, "target", "")
+            endpoints = episode.telemetry.endpoints(type(action).view, service)  # type: ignore[arg-type]
+            if endpoint not in endpoints:
+                return f"unknown endpoint {endpoint!r} of {service}; its endpoints are: {', '.join(endpoints)}"
         if isinstance(action, RunDbQuery) and episode.world.incident.service(action.target).kind not in RECORD_KINDS:
             stores = [s.name for s in episode.world.incident.services if s.kind in RECORD_KINDS]
             return f"{action.target} is not a database or queue; those here: {', '.join(stores) or 'none'}"
@@ -312,11 +332,15 @@ class ServiceIncidentEnvironment:
         target: str = action.target  # type: ignore[union-attr, assignment]
         view = type(action).view
         assert view is not None
-        look = episode.telemetry.look(view, target, episode.step)  # type: ignore[arg-type]
+        scope = Scope(getattr(action, "endpoint", None), getattr(action, "errors_only", False))
+        look = episode.telemetry.look(view, target, episode.step, scope)  # type: ignore[arg-type]
         label = _VIEW_LABELS[view]
         if not look.changed and (view, target) in episode.opened:
             episode.ledger.wasted()
-            return f"The {label} of {target} show nothing new since you last looked."
+            # The view asked for is shown again as it was taken (another scope may have replaced it).
+            _show(episode, look)
+            taken = minute(episode.world, look.step)
+            return f"The {label} of {target} show nothing new since you last looked at {taken}."
         episode.opened.add((view, target))
         episode.ledger.looked(self._record(episode, look))
         episode.diagnostic = f"{label} of {target}: {_digest(look)}"
@@ -328,11 +352,7 @@ class ServiceIncidentEnvironment:
 
         Evidence is what the agent chose to look at: the view shown at reset counts for none, or an
         answer declared at once would be backed by evidence whenever the service shown is a root."""
-        if look.metrics is not None:
-            episode.metrics = {**episode.metrics, look.service: look.metrics}
-        else:
-            # Views are replaced, never mutated, when something new is seen: safe to share.
-            episode.views[look.view] = {**episode.views.get(look.view, {}), look.service: look.text}
+        _show(episode, look)
         world = episode.world
         shown = {look.service}
         if look.view == "traces":
@@ -398,6 +418,7 @@ class ServiceIncidentEnvironment:
             visible_deploys=views.get("deploys", {}),
             visible_db=views.get("db", {}),
             visible_traces=views.get("traces", {}),
+            as_of=episode.as_of,
             step_count=episode.step,
             max_steps=task.max_steps,
             clock=format_time(clock(episode.world, episode.step)),
@@ -483,6 +504,17 @@ def _severity_basis(world: World, graded: int) -> str:
         f">= {P0_ERROR_RATE:.0%} or p99 >= {P0_LATENCY_MS:.0f} ms or writes of record lost; P1 at "
         f">= {P1_ERROR_RATE:.0%} or >= {P1_LATENCY_MS:.0f} ms; otherwise P2."
     )
+
+
+def _show(episode: _Episode, look: Look) -> None:
+    """Put a look in the observation, stamped with the minute it was taken."""
+    if look.metrics is not None:
+        episode.metrics = {**episode.metrics, look.service: look.metrics}
+    else:
+        # Views are replaced, never mutated, when something new is seen: safe to share.
+        episode.views[look.view] = {**episode.views.get(look.view, {}), look.service: look.text}
+    stamps = episode.as_of.get(look.view, {})
+    episode.as_of = {**episode.as_of, look.view: {**stamps, look.service: minute(episode.world, look.step)}}
 
 
 def _reachable(world: World, service: str, depth: int) -> set[str]:

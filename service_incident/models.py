@@ -17,9 +17,13 @@ from .aliases import translate
 Severity = Literal["P0", "P1", "P2"]
 ServiceName = Annotated[str, Meta(min_length=1, max_length=64)]
 Rationale = Annotated[str, Meta(max_length=2000)]
+# An endpoint in route form (`POST /v1/charges`, `GET /v1/orders/{id}`), as a view's breakdown lists it.
+Endpoint = Annotated[str, Meta(min_length=1, max_length=128)]
 
 
 ActionKind = Literal["inspect", "remedy", "answer"]
+# The observation's field of each view is this prefix and the view's name (`visible_logs`, `visible_db`).
+VIEW_FIELD_PREFIX = "visible_"
 
 
 class _ActionBase(Struct, tag_field="action", forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -81,11 +85,13 @@ class RunDbQuery(_ActionBase, tag="run_db_query", frozen=True):
 
 
 class InspectTraces(_ActionBase, tag="inspect_traces", frozen=True):
-    """Read sampled traces of requests through a service: spans with service, operation, duration and status."""
+    """Read sampled requests through a service: per endpoint (requests, failed, p99), and spans with their status."""
 
     kind = "inspect"
     view = "traces"
     target: ServiceName
+    endpoint: Endpoint | None = None
+    errors_only: bool = False
 
 
 class Restart(_ActionBase, tag="restart", frozen=True):
@@ -325,6 +331,9 @@ class Observation(Struct, kw_only=True, omit_defaults=False):
     visible_deploys: dict[str, str] = {}
     visible_db: dict[str, str] = {}
     visible_traces: dict[str, str] = {}
+    # The minute (HH:MM, UTC) each view shown was taken, by view (`logs`, `metrics`, ..., the `visible_`
+    # field's suffix) and service: a view from an earlier step keeps its minute, so it never reads as current.
+    as_of: dict[str, dict[str, str]] = {}
     # Every service's golden signals at a glance (values, no verdict), in tasks that show a dashboard.
     dashboard: dict[str, str] = {}
     step_count: int
@@ -344,6 +353,10 @@ class Observation(Struct, kw_only=True, omit_defaults=False):
     # What happened, told once the episode is over (None before).
     postmortem: Postmortem | None = None
     metadata: dict[str, Any] = {}
+
+    def taken(self, field: str, service: str) -> str | None:
+        """When the view a `visible_<view>` field shows of a service was taken (HH:MM), if it shows one."""
+        return self.as_of.get(field.removeprefix(VIEW_FIELD_PREFIX), {}).get(service)
 
 
 class State(Struct, kw_only=True):

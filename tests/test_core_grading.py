@@ -148,7 +148,7 @@ def test_trace_statuses_localize_but_do_not_name_the_fault() -> None:
         roots = {f.service: f.type for f in incident.faults}
         for service in incident.names:
             for line in telemetry.traces(service, 0).splitlines():
-                if line.startswith("trace"):
+                if not line.startswith("  "):  # a trace's heading or the breakdown by endpoint, not a span
                     continue
                 name, took, status = _span(line)
                 if name in roots and status.startswith("error("):
@@ -167,7 +167,7 @@ def test_a_child_span_never_outlasts_its_parent() -> None:
         for service in incident.names:
             stack: list[float] = []
             for line in telemetry.traces(service, 0).splitlines():
-                if line.startswith("trace"):
+                if not line.startswith("  "):  # a trace's heading or the breakdown by endpoint
                     stack = []
                     continue
                 depth = (len(line) - len(line.lstrip())) // 2

@@ -50,11 +50,13 @@ def test_a_look_elsewhere_pays_nothing_and_judges_nothing() -> None:
 def test_the_first_look_at_the_view_reset_showed_is_a_look_and_the_next_is_redundant() -> None:
     """The agent did not choose what reset showed: its own first look at it counts, as evidence too."""
     env = ServiceIncidentEnvironment()
-    env.reset(task_id="hard", seed=7, reward_mode="final")  # the README's example: reset shows cache's logs
+    reset = env.reset(task_id="hard", seed=7, reward_mode="final")  # the README's example: reset shows cache's logs
     first = env.step(InspectLogs(target="cache"))
     assert first.message == "Inspected the logs of cache." and first.last_diagnostic is not None
     again = env.step(InspectLogs(target="cache"))
-    assert again.message == "The logs of cache show nothing new since you last looked."
+    # Nothing moved since reset: the view shown is the one taken then, and says so.
+    assert first.as_of["logs"]["cache"] == reset.clock[11:16] != first.clock[11:16]
+    assert again.message == f"The logs of cache show nothing new since you last looked at {reset.clock[11:16]}."
     last = env.step(Declare(target="cache", severity="P1"))
     assert last.breakdown is not None
     assert last.breakdown["evidence"] == scoring.WEIGHTS["triage"]["evidence"]

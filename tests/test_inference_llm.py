@@ -207,9 +207,11 @@ def test_tool_calling_in_chat_mode_adds_only_what_each_action_revealed(tmp_path:
     for turn, (call, answer) in enumerate(zip(last[2::2], last[3::2], strict=True), 1):
         assert answer["tool_call_id"] == call["tool_calls"][0]["id"]
         inspected = services[turn]
-        assert f"--- logs of {inspected} ---" in answer["content"]
+        # The new view, stamped with the minute it was taken: this step's.
+        clock = json.loads(next(line for line in answer["content"].splitlines() if line.startswith("{")))["clock"]
+        assert f"--- logs of {inspected} (as of {clock[11:16]}) ---" in answer["content"]
         # Only the new view: the logs seen before are not sent again, nor any reward.
-        assert all(f"--- logs of {s} ---" not in answer["content"] for s in services if s != inspected)
+        assert re.findall(r"--- logs of (\S+) ", answer["content"]) == [inspected]
         assert '"reward"' not in answer["content"] and "topology" not in answer["content"]
         assert len(answer["content"]) < len(last[1]["content"])
     assert all('"reward"' not in m["content"] for m in last if m["role"] in ("system", "user"))
@@ -236,11 +238,16 @@ def test_json_mode_and_one_prompt_mode_resend_the_whole_observation(tmp_path: Pa
     first, second = stub.requests[incident]
     assert first["response_format"] == {"type": "json_object"} and "tools" not in first
     assert [m["role"] for m in second["messages"]] == ["system", "user"]
-    # The whole observation again: the logs seen at reset and those just revealed.
-    seen_at_reset = re.findall(r"--- logs of (\S+) ---", first["messages"][1]["content"])
+    # The whole observation again: the logs seen at reset and those just revealed, each with the
+    # minute it was taken, so the one from reset does not read as current.
+    stamped = r"--- logs of (\S+) \(as of (\d\d:\d\d)\) ---"
+    reset_minute, step_minute = (observation_of(request)["clock"][11:16] for request in (first, second))
+    assert reset_minute != step_minute
+    seen_at_reset = re.findall(stamped, first["messages"][1]["content"])
     inspected = observation_of(first)["services"][1]
-    assert seen_at_reset and inspected not in seen_at_reset
-    assert re.findall(r"--- logs of (\S+) ---", second["messages"][1]["content"]) == [*seen_at_reset, inspected]
+    assert seen_at_reset and all(at == reset_minute for _, at in seen_at_reset)
+    assert inspected not in [name for name, _ in seen_at_reset]
+    assert re.findall(stamped, second["messages"][1]["content"]) == [*seen_at_reset, (inspected, step_minute)]
     assert '"reward"' not in second["messages"][1]["content"]
 
 

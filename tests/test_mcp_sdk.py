@@ -118,6 +118,22 @@ async def test_bad_arguments_are_tool_errors_the_model_can_read(mcp_url: str) ->
             await client.call_tool("drop_tables", {})
 
 
+async def test_tool_text_stamps_each_view_and_an_unknown_endpoint_is_a_tool_error(mcp_url: str) -> None:
+    async with Client(mcp_url) as client:
+        reset = await client.call_tool("reset", {"task_id": "gen_medium", "seed": 5})
+        observation = reset.structured_content["observation"]
+        shown = next(iter(observation["visible_logs"]))
+        assert f"  {shown} (as of {observation['clock'][11:16]}):" in reset.content[0].text
+        entry = next(card["name"] for card in observation["topology"] if card["user_facing"])
+        traced = await client.call_tool("inspect_traces", {"target": entry, "errors_only": True})
+        minute = traced.structured_content["observation"]["clock"][11:16]
+        assert f"  {entry} (as of {minute}):\n    sampled " in traced.content[0].text
+        unknown = await client.call_tool("inspect_traces", {"target": entry, "endpoint": "GET /nowhere"})
+        assert unknown.is_error is True and f"unknown endpoint 'GET /nowhere' of {entry}" in unknown.content[0].text
+        after = unknown.structured_content["observation"]
+        assert after["as_of"]["traces"] == {entry: minute} and unknown.structured_content["done"] is False
+
+
 def _post(http: httpx.Client, body: Any, session: str | None = None, **headers: str) -> httpx.Response:
     extra = {"Mcp-Session-Id": session} if session else {}
     return http.post("/mcp", json=body, headers={**ACCEPT, **extra, **headers})

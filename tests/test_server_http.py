@@ -174,3 +174,21 @@ def test_mcp_tools_play_an_http_episode(http: httpx.Client) -> None:
         "closed": True,
     }
     assert http.get("/state", params={"episode_id": session}).status_code == 404
+
+
+def test_an_unknown_endpoint_is_refused_in_the_observation_and_the_episode_goes_on(http: httpx.Client) -> None:
+    reset = http.post("/reset", json={"task_id": "gen_medium", "seed": 5}).json()["observation"]
+    entry = next(card["name"] for card in reset["topology"] if card["user_facing"])
+    traced = http.post("/step", json={"action": "inspect_traces", "target": entry}).json()
+    refused = http.post("/step", json={"action": "inspect_traces", "target": entry, "endpoint": "POST /nowhere"})
+    assert refused.status_code == 200
+    observation = refused.json()["observation"]
+    assert observation["last_action_error"].startswith(
+        f"unknown endpoint 'POST /nowhere' of {entry}; its endpoints are: "
+    )
+    assert observation["visible_traces"] == traced["observation"]["visible_traces"]
+    assert observation["as_of"]["traces"] == {entry: traced["observation"]["clock"][11:16]}
+    endpoint = observation["last_action_error"].split("its endpoints are: ")[1].split(", ")[0]
+    scoped = http.post("/step", json={"action": "inspect_traces", "target": entry, "endpoint": endpoint}).json()
+    assert scoped["observation"]["last_action_error"] is None and scoped["observation"]["step_count"] == 3
+    assert f"shown: endpoint {endpoint}" in scoped["observation"]["visible_traces"][entry]

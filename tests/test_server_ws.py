@@ -288,3 +288,24 @@ async def test_mcp_message_lists_and_calls_tools_on_this_session(server_url: str
         result = (await ask(ws, {"type": "mcp", "data": call}))["data"]["result"]
         assert result["structuredContent"]["observation"]["step_count"] == 1
         assert (await ask(ws, {"type": "state"}))["data"]["step_count"] == 1
+
+
+async def test_views_keep_their_minute_and_an_unknown_endpoint_is_refused_losing_nothing(server_url: str) -> None:
+    async with await open_ws(server_url) as ws:
+        reset = (await ask(ws, {"type": "reset", "data": {"task_id": "gen_medium", "seed": 5}}))["data"]["observation"]
+        entry = next(card["name"] for card in reset["topology"] if card["user_facing"])
+        traced = await ask(ws, {"type": "step", "data": {"action": "inspect_traces", "target": entry}})
+        bad = {"action": "inspect_traces", "target": entry, "endpoint": "GET /no/such/route", "errors_only": True}
+        refused = await ask(ws, {"type": "step", "data": bad})
+        logged = await ask(ws, {"type": "step", "data": {"action": "inspect_logs", "target": entry}})
+    shown = next(iter(reset["visible_logs"]))
+    traced, refused, logged = (frame["data"]["observation"] for frame in (traced, refused, logged))
+    minutes = [obs["clock"][11:16] for obs in (reset, traced, refused, logged)]
+    assert len(set(minutes)) == 4
+    # Each view keeps the minute it was taken: the one from reset and the traces no longer read as current.
+    assert logged["as_of"] == {"logs": {shown: minutes[0], entry: minutes[3]}, "traces": {entry: minutes[1]}}
+    assert refused["last_action_error"].startswith(
+        f"unknown endpoint 'GET /no/such/route' of {entry}; its endpoints are: "
+    )
+    assert refused["visible_traces"] == traced["visible_traces"] and refused["as_of"] == traced["as_of"]
+    assert logged["last_action_error"] is None and logged["visible_traces"] == traced["visible_traces"]

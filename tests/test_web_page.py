@@ -492,6 +492,29 @@ def test_metrics_keep_their_trend_across_steps(page: Any, server_url: str) -> No
     assert cell.find_elements(By.CSS_SELECTOR, "svg.spark polyline")
 
 
+def test_every_view_on_the_page_says_the_minute_it_was_taken(page: Any, server_url: str) -> None:
+    """A view from an earlier step keeps its minute beside the new ones, so it never reads as current."""
+    open_page(page, f"{server_url}/web/")
+    frames_received(page)
+    start_episode(page, "rca_01", "rca_01", 1)
+    entry = "api-gateway"
+    click_service(page, entry)
+    take(page, "inspect_traces")
+    take(page, "inspect_metrics")
+    observations = [f["data"]["observation"] for f in frames_received(page) if f["type"] == "observation"]
+    reset_minute, traces_minute, metrics_minute = (obs["clock"][11:16] for obs in observations[-3:])
+    assert len({reset_minute, traces_minute, metrics_minute}) == 3
+    shown = next(iter(observations[-3]["visible_logs"]))
+
+    def stamp(css: str) -> str:
+        return page.find_element(By.CSS_SELECTOR, css).get_attribute("textContent")
+
+    assert stamp(f'#logs .block[data-service="{shown}"] .block-head .as-of') == f" · as of {reset_minute}"
+    assert stamp(f'#traces .block[data-service="{entry}"] .block-head .as-of') == f" · as of {traces_minute}"
+    assert stamp("#metrics tbody td.seen") == f"as of {metrics_minute}"
+    assert "endpoint " in stamp(f'#traces .block[data-service="{entry}"] pre')  # the breakdown by endpoint
+
+
 def test_a_full_server_is_said_so_and_a_freed_slot_is_usable(page: Any, make_server: Callable[..., str]) -> None:
     base = make_server(max_concurrent_envs=1)
     first = page.current_window_handle

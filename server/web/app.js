@@ -794,10 +794,18 @@
         const last = points[points.length - 1];
         const looked = frame.action && frame.action.action === 'inspect_metrics' && frame.action.target === service;
         const changed = !last || METRICS.some(([key]) => last.reading[key] !== reading[key]);
-        if (changed || looked) points.push({ step: frame.obs.step_count, reading });
+        const taken = ((frame.obs.as_of || {}).metrics || {})[service];
+        if (changed || looked) points.push({ step: frame.obs.step_count, taken, reading });
       }
     }
     return history;
+  }
+
+  // When the latest reading was taken: its minute (the step's where an older record has none).
+  function seenCell(points) {
+    const last = points[points.length - 1];
+    const text = last.taken ? `as of ${last.taken}` : `step ${last.step}`;
+    return h('td', { class: 'seen', text, title: `${plural(points.length, 'reading')}, the latest at step ${last.step}` });
   }
 
   function sparkline(values) {
@@ -836,6 +844,12 @@
   const INSPECTIONS = new Set(['inspect_logs', 'inspect_metrics', 'check_health', 'inspect_deploys', 'run_db_query',
     'inspect_traces']);
 
+  // A view's heading: its service and the minute it was taken, so a view from an earlier step never reads as current.
+  function blockHead(obs, view, name) {
+    const taken = ((obs.as_of || {})[view] || {})[name];
+    return h('div', { class: 'block-head', text: name }, taken ? h('span', { class: 'as-of', text: ` · as of ${taken}` }) : null);
+  }
+
   function renderEvidence(episode, obs, frame) {
     const fresh = frame.action && INSPECTIONS.has(frame.action.action) ? frame.action.target : null;
     const order = (names) => {
@@ -864,7 +878,7 @@
       body.append(h('tr', { class: service === fresh ? 'fresh' : null },
         h('th', { scope: 'row', text: service }),
         METRICS.map(([key, , format]) => metricCell(points, key, format)),
-        h('td', { class: 'seen', text: `step ${points[points.length - 1].step}`, title: plural(points.length, 'reading') })));
+        seenCell(points)));
     }
     table.append(body);
     show($('metrics-box'), history.size > 0);
@@ -874,7 +888,7 @@
     const logNames = order(Object.keys(obs.visible_logs || {}));
     for (const name of logNames) {
       logs.append(h('div', { class: `block${name === fresh ? ' fresh' : ''}`, dataset: { service: name } },
-        h('div', { class: 'block-head', text: name }), logView(obs.visible_logs[name])));
+        blockHead(obs, 'logs', name), logView(obs.visible_logs[name])));
     }
     show($('logs-box'), logNames.length > 0);
     sections.push(logNames.length > 0);
@@ -886,7 +900,7 @@
       const names = order(Object.keys(obs[field] || {}));
       for (const name of names) {
         box.append(h('div', { class: `block${name === fresh ? ' fresh' : ''}`, dataset: { service: name } },
-          h('div', { class: 'block-head', text: name }), h('pre', { class: 'mono text', text: obs[field][name] })));
+          blockHead(obs, id, name), h('pre', { class: 'mono text', text: obs[field][name] })));
       }
       show($(`${id}-box`), names.length > 0);
       sections.push(names.length > 0);

@@ -31,7 +31,7 @@ import msgspec
 from msgspec import Struct
 
 from ..integrations.tools import TOOLS_BY_NAME
-from ..models import ACTION_TYPES, Action, InvalidAction, Observation, parse_action
+from ..models import ACTION_TYPES, VIEW_FIELD_PREFIX, Action, InvalidAction, Observation, parse_action
 from ..tasks import find_task
 from ..world.rubric import SEVERITY_RUBRIC
 from .evaluation import EndpointFailure, EpisodeSpec, Policy, Turn
@@ -264,7 +264,7 @@ def _as_param(message: ChatCompletionMessage) -> ChatCompletionMessageParam:
 _BY_NAME = {cls.__struct_config__.tag: cls for cls in ACTION_TYPES}
 # Fields of the observation the prompt leaves out: the schema covers the actions, the rest is
 # bookkeeping, only set once the episode is over, or a reward (the agent is not told how it is doing).
-_HIDDEN = ("task_id", "available_actions", "score", "breakdown", "metadata", "done", "reward")
+_HIDDEN = ("task_id", "available_actions", "score", "breakdown", "metadata", "done", "reward", "as_of")
 # Fields of the observation that never change within an episode: a chat turn does not repeat them.
 # The chat turn's list of alerts that are still firing, unchanged since the last turn.
 STILL_FIRING = "alerts_still_firing_unchanged"
@@ -337,7 +337,10 @@ def _changes(before: Observation, after: Observation) -> dict[str, Any]:
         if key in _FIXED or value == previous:
             continue
         if isinstance(value, dict) and isinstance(previous, dict):
-            entries = {k: v for k, v in value.items() if previous.get(k) != v}
+            # A view taken again is shown again, under its new minute, even where it reads as it did.
+            entries = {
+                k: v for k, v in value.items() if previous.get(k) != v or before.taken(key, k) != after.taken(key, k)
+            }
             if entries:  # not when entries were only dropped
                 changed[key] = entries
         elif isinstance(value, list) and isinstance(previous, list):
@@ -360,15 +363,18 @@ def delta_prompt(before: Observation, after: Observation, feedback: str | None =
 
 def _prompt(heading: str, fields: dict[str, Any], observation: Observation, feedback: str | None, reply: Reply) -> str:
     """The fields as one JSON line, except text views (`visible_<view>`: service -> text), which are
-    printed as they read: `--- logs of db ---` and its lines."""
+    printed as they read: `--- logs of db (as of 14:03) ---` and its lines. Every view carries the
+    minute it was taken (metrics as their `as_of`)."""
     shown = {k: v for k, v in fields.items() if k not in _HIDDEN}
     views = {k: shown.pop(k) for k in list(shown) if k.startswith(_VIEW) and _is_text_view(shown[k])}
+    for key in [k for k in shown if k.startswith(_VIEW)]:
+        shown[key] = {name: {"as_of": observation.taken(key, name), **value} for name, value in shown[key].items()}
     left = observation.max_steps - observation.step_count
     parts = [
         heading,
         json.dumps(shown, separators=(",", ":")) if shown else "",
         "\n".join(
-            f"--- {key[len(_VIEW) :].replace('_', ' ')} of {name} ---\n{text}"
+            f"--- {key[len(_VIEW) :].replace('_', ' ')} of {name} (as of {observation.taken(key, name)}) ---\n{text}"
             for key, texts in views.items()
             for name, text in texts.items()
         ),
@@ -379,7 +385,7 @@ def _prompt(heading: str, fields: dict[str, Any], observation: Observation, feed
     return "\n\n".join(part for part in parts if part)
 
 
-_VIEW = "visible_"
+_VIEW = VIEW_FIELD_PREFIX
 
 
 def _is_text_view(value: Any) -> bool:

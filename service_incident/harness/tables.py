@@ -7,6 +7,7 @@ from typing import get_args
 from .. import scoring
 from ..faults import APP_KINDS, FAULTS, TECHNOLOGIES, Remedy
 from ..generator import PRESETS
+from ..integrations.tools import ACTION_TOOLS
 from ..models import ACTION_TYPES, action_name, describe
 from ..tasks import BUDGET_BASE, BUDGET_PER_FAULT, BUDGET_SLACK, GENERATED_BUDGETS
 from ..telemetry import ALERT_RULES
@@ -53,6 +54,28 @@ def action_table() -> str:
     rows = ["| action | kind | view | what it does |", "|---|---|---|---|"]
     for action in ACTION_TYPES:
         rows.append(f"| `{action_name(action)}` | {action.kind} | {action.view or '-'} | {describe(action)} |")
+    return "\n".join(rows)
+
+
+def argument_table() -> str:
+    """Every argument of the actions, which take it and what it means: the tool schemas' own words."""
+    takers: dict[str, list[str]] = {}
+    meaning: dict[str, str] = {}
+    for spec in ACTION_TOOLS:
+        for field, prop in spec.input_schema["properties"].items():
+            takers.setdefault(field, []).append(f"`{spec.name}`")
+            meaning.setdefault(field, str(prop.get("description", "")).replace("|", "/"))
+    everyone = [f"`{spec.name}`" for spec in ACTION_TOOLS]
+    rows = ["| argument | of | what it means |", "|---|---|---|"]
+    for field, names in takers.items():
+        left_out = [name for name in everyone if name not in names]
+        if not left_out:
+            of = "every action"
+        elif len(left_out) < len(names):  # most actions take it: name the few that do not
+            of = f"every action but {', '.join(left_out)}"
+        else:
+            of = ", ".join(names)
+        rows.append(f"| `{field}` | {of} | {meaning[field]} |")
     return "\n".join(rows)
 
 
@@ -108,6 +131,7 @@ TABLES = {
     "remedies": remedy_table,
     "actions": action_table,
     "action-list": action_list,
+    "arguments": argument_table,
     "alerts": alert_table,
     "presets": preset_table,
     "rewards": reward_table,

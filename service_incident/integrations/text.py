@@ -1,5 +1,8 @@
 """Observations as text for a language model: the whole page at reset, then only what each action revealed.
 
+Every view is headed by its service and the minute it was taken (`db (as of 14:03):`), so a view
+read steps ago never passes for the present.
+
 A tool-calling model keeps the conversation, so repeating the cumulative observation every turn (several
 KB by the end of a long episode) spends its context on what it has already read. Both renderings walk
 the Observation's fields generically: a new view or field shows up without an edit here.
@@ -12,7 +15,7 @@ from typing import Any
 import msgspec
 
 from service_incident.environment import ServiceIncidentEnvironment
-from service_incident.models import Action, Alert, Observation
+from service_incident.models import VIEW_FIELD_PREFIX, Action, Alert, Observation
 
 # Bookkeeping the model does not need to read: the reward travels beside the text, the history is
 # the conversation itself, and the score appears once, at the end.
@@ -30,6 +33,8 @@ _UNSHOWN = frozenset(
         "max_steps",
         "message",
         "last_action_error",
+        # Shown with each view instead (`_stamped`).
+        "as_of",
     }
 )
 _FIELDS = tuple(name for name in Observation.__struct_fields__ if name not in _UNSHOWN)
@@ -77,11 +82,19 @@ def _status(observation: Observation) -> list[str]:
     return lines
 
 
+def _stamped(observation: Observation, name: str) -> Any:
+    """A field's value; a view's entries keyed by service and the minute the view was taken."""
+    value = getattr(observation, name)
+    if not name.startswith(VIEW_FIELD_PREFIX):
+        return value
+    return {f"{service} (as of {observation.taken(name, service)})": view for service, view in value.items()}
+
+
 def page(observation: Observation) -> str:
     """Everything an observation shows, for the first message of an episode."""
     lines = [observation.message]
     for name in _FIELDS:
-        value = getattr(observation, name)
+        value = _stamped(observation, name)
         if value not in (None, "", [], {}):
             lines.extend(_field(name, value))
     return "\n".join([*lines, *_status(observation)])
@@ -96,7 +109,8 @@ def revealed(before: Observation, after: Observation) -> str:
     """What changed from one observation to the next: the outcome of the action in between."""
     lines = [after.message]
     for name in _FIELDS:
-        value, previous = getattr(after, name), getattr(before, name)
+        # A view taken again shows, under its new minute, even where it reads as it did.
+        value, previous = _stamped(after, name), _stamped(before, name)
         if name == _ALERTS:
             lines.extend(_field("alerts that changed", news) if (news := _alert_news(previous, value)) else [])
         elif name not in _NOT_NEWS and value != previous and value not in (None, "", [], {}):

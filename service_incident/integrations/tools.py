@@ -27,6 +27,11 @@ ARGUMENT_NOTES: dict[str, str] = {
     "severity": f"The incident severity, from user-facing impact: {SEVERITY_RUBRIC}",
     "additional_targets": "Further root-cause services, when more than one is at fault.",
     "rationale": "Why you take this action, citing what you observed. Required in some tasks.",
+    "endpoint": (
+        "Only this endpoint of the target, in route form as the view's breakdown by endpoint lists it "
+        "(such as `POST /v1/charges` or `GET /v1/orders/{id}`); one the service does not serve is refused."
+    ),
+    "errors_only": "Only what failed: the failed requests, and the endpoints that failed any.",
     "task_id": "The task to play (see GET /tasks); the default task when omitted.",
     "seed": (
         "Seed of the incident drawn and of its telemetry; when omitted, a random one, told once the episode is over."

@@ -26,6 +26,11 @@ def clock(world: World, step: int) -> datetime:
     return parse_time(world.incident.started_at) + timedelta(minutes=STEP_MINUTES * step)
 
 
+def minute(world: World, step: int) -> str:
+    """The minute of a step as a view's stamp reads it: HH:MM, UTC."""
+    return format_time(clock(world, step))[11:16]
+
+
 def epoch_ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 

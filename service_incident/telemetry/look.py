@@ -10,6 +10,7 @@ from typing import Literal
 from ..models import Alert, Metrics
 from ..world import World
 from . import datastore, deploys, health, logs, metrics, pages, pods, traces
+from .endpoints import routes
 from .pods import Pod
 from .state import TelemetryState
 
@@ -17,24 +18,41 @@ View = Literal["logs", "metrics", "health", "deploys", "db", "traces"]
 
 
 @dataclass(frozen=True, slots=True)
+class Scope:
+    """What part of a view to show, for views broken down by endpoint: one endpoint, failed requests only."""
+
+    endpoint: str | None = None
+    errors_only: bool = False
+
+
+WHOLE = Scope()
+
+
+@dataclass(frozen=True, slots=True)
 class Look:
-    """What one inspection showed, and whether any of it is new since the last look at that view."""
+    """What one inspection showed, the step it was taken at, and whether any of it is new since the
+    last look at that view in that scope."""
 
     view: View
     service: str
     text: str
     metrics: Metrics | None
     changed: bool
+    step: int
 
 
 # The views rendered as text alone: metrics are rendered as values too.
-_RENDER: dict[str, Callable[[TelemetryState, str, int], str]] = {
-    "logs": logs.logs,
-    "health": health.health,
-    "deploys": lambda state, service, step: deploys.deploys(state.world, service, step),
-    "db": datastore.db_query,
-    "traces": traces.traces,
+_RENDER: dict[str, Callable[[TelemetryState, str, int, Scope], str]] = {
+    "logs": lambda state, service, step, _: logs.logs(state, service, step),
+    "health": lambda state, service, step, _: health.health(state, service, step),
+    "deploys": lambda state, service, step, _: deploys.deploys(state.world, service, step),
+    "db": lambda state, service, step, _: datastore.db_query(state, service, step),
+    "traces": lambda state, service, step, scope: traces.traces(
+        state, service, step, scope.endpoint, scope.errors_only
+    ),
 }
+# The endpoints a view breaks a service down by, for the views that do (its `Scope.endpoint` is one of them).
+_ENDPOINTS: dict[str, Callable[[str], tuple[str, ...]]] = {"traces": routes}
 
 
 class Telemetry:
@@ -45,20 +63,25 @@ class Telemetry:
         facing = frozenset(spec.name for spec in world.incident.services if spec.user_facing)
         self.state = TelemetryState(world, seed, facing, pages.shared_pages(world.incident))
 
-    def look(self, view: View, service: str, step: int) -> Look:
+    def look(self, view: View, service: str, step: int, scope: Scope = WHOLE) -> Look:
         """Render one view of one service now; a view whose inputs did not move since the last look
-        at it is returned as it was, marked unchanged."""
+        at it in this scope is returned as it was (taken when it was), marked unchanged."""
         state = self.state
         epoch = self._epoch(view, service, step)
-        previous = state.seen.get((view, service))
+        previous = state.seen.get((view, service, scope))
         if previous is not None and previous[0] == epoch:
             old = previous[1]
-            return Look(view, service, old.text, old.metrics, changed=False)
+            return Look(view, service, old.text, old.metrics, changed=False, step=old.step)
         shown = self.metrics(service, step) if view == "metrics" else None
-        text = _RENDER[view](state, service, step) if shown is None else metrics.metrics_text(shown)
-        look = Look(view, service, text, shown, changed=True)
-        state.seen[(view, service)] = (epoch, look)
+        text = _RENDER[view](state, service, step, scope) if shown is None else metrics.metrics_text(shown)
+        look = Look(view, service, text, shown, changed=True, step=step)
+        state.seen[(view, service, scope)] = (epoch, look)
         return look
+
+    def endpoints(self, view: View, service: str) -> tuple[str, ...]:
+        """The endpoints a view of a service can be scoped to; none for a view that is not broken down by endpoint."""
+        by_kind = _ENDPOINTS.get(view)
+        return by_kind(self.world.plan.by_name[service].kind) if by_kind else ()
 
     def _epoch(self, view: View, service: str, step: int) -> object:
         """What a view is rendered from besides the clock: faults' strengths and demand, and the remedies applied."""
@@ -81,8 +104,8 @@ class Telemetry:
     def db_query(self, service: str, step: int) -> str:
         return datastore.db_query(self.state, service, step)
 
-    def traces(self, service: str, step: int) -> str:
-        return traces.traces(self.state, service, step)
+    def traces(self, service: str, step: int, scope: Scope = WHOLE) -> str:
+        return traces.traces(self.state, service, step, scope.endpoint, scope.errors_only)
 
     def pods(self, service: str, step: int) -> list[Pod]:
         return pods.pods(self.state, service, step)

@@ -16,7 +16,7 @@ from ..models import Alert, MetricPoint
 from ..world import World
 
 if TYPE_CHECKING:
-    from .look import Look, View
+    from .look import Look, Scope, View
     from .pages import AlertHistory, Readings, Watched
     from .pods import Crash, Pod, PodsKey
 
@@ -46,7 +46,7 @@ class TelemetryState:
     minutes: dict[int, str] = field(default_factory=dict)  # "HH:MM" of each minute a metric point is stamped with
     since: dict[tuple[str, str, int], str] = field(default_factory=dict)
     rendered: dict[tuple[str, str, int, bool, float, float], Alert] = field(default_factory=dict)
-    seen: dict[tuple[View, str], tuple[object, Look]] = field(default_factory=dict)
+    seen: dict[tuple[View, str, Scope], tuple[object, Look]] = field(default_factory=dict)
     # Built on first use: an episode whose pages another episode rendered never needs them.
     watch: tuple[tuple[str, tuple[Watched, ...]], ...] | None = None
     stale_alerts: list[Alert] | None = None

@@ -1,5 +1,7 @@
-"""Traces: sampled requests through a service, one line per span (service, operation, duration,
-status); the sampler keeps failed requests and the slowest first, as an engineer searches."""
+"""Traces: sampled requests through a service, broken down by endpoint (requests, failures, p99),
+then one line per span (service, operation, duration, status) of the requests the sampler keeps:
+failed ones and the slowest first, as an engineer searches. A filter (one endpoint, failures only)
+keeps the view short."""
 
 from __future__ import annotations
 
@@ -9,16 +11,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..faults import FailureMode
-from ..topology import KINDS, OPERATIONS
 from ..world import Edge, Node, ServiceState, World
 from ..world.lognormal import Z99
-from .templates import fill, pick, rng_for
+from .endpoints import operations, route, routes
+from .templates import fill, rng_for
 
 if TYPE_CHECKING:
     from .state import TelemetryState
 
-TRACES_SAMPLED = 4
-TRACE_CANDIDATES = 12
+# The whole view shows the first failed requests, the slowest and the fastest; a filtered one leaves
+# out what the filter does not ask for (the fastest, or every request that did not fail).
+FAILED_SHOWN = 2
+# The requests the sampler searches: the breakdown counts every one, the traces shown are picked from them.
+TRACE_CANDIDATES = 40
 TRACE_DEPTH = 3
 # A faulty service's own span status by how its requests fail; each wording is shared by several fault types.
 SPAN_STATUS: dict[FailureMode, str] = {
@@ -37,6 +42,7 @@ class _SpanSource:
 
     node: Node
     operations: tuple[str, ...]
+    routes: tuple[str, ...]  # each operation's route
     p50_ms: float
     sigma: float
     own_error: float
@@ -47,12 +53,73 @@ class _SpanSource:
     call_error: float
 
 
-def traces(state: TelemetryState, service: str, step: int) -> str:
-    """Sampled requests through a service, one line per span (service, operation, duration, status).
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One sampled request through the service: the route it came in on, its duration, status and spans."""
+
+    route: str
+    total_ms: float
+    status: str
+    trace_id: int
+    spans: list[_Span]
+
+    @property
+    def failed(self) -> bool:
+        return self.status != "ok"
+
+
+def traces(
+    state: TelemetryState, service: str, step: int, endpoint: str | None = None, errors_only: bool = False
+) -> str:
+    """Sampled requests through a service: by endpoint (requests, failed, p99), then one line per span.
 
     The sampler keeps what an engineer searches for first: failed requests and the slowest, then
-    ordinary ones.
+    an ordinary one. `endpoint` keeps one endpoint's requests (failed and slowest); `errors_only` the
+    failed ones, and the endpoints that failed any, so a filtered view is short.
     """
+    sampled = sample(state, service, step)
+    kind = state.world.plan.by_name[service].kind
+    shown = [r for r in sampled if endpoint is None or r.route == endpoint]
+    lines = [_heading(len(sampled), endpoint, errors_only)]
+    lines += breakdown(shown, routes(kind) if endpoint is None else (endpoint,), errors_only)
+    failed = [r for r in shown if r.failed][:FAILED_SHOWN]
+    rest = sorted((r for r in shown if not r.failed), key=lambda r: -r.total_ms)
+    if errors_only:
+        rest = []
+    elif endpoint is not None:
+        rest = rest[:1]
+    kept = failed + rest[:1] + rest[1:][-1:]
+    if not kept:
+        lines.append("no sampled request matches" if endpoint or errors_only else "no request sampled")
+    for request in kept:
+        lines.append(f"trace {request.trace_id:08x} {request.total_ms:.0f}ms {request.status}")
+        lines += [f"{'  ' * (depth + 1)}{name} {op} {ms:.0f}ms {st}" for depth, name, op, ms, st in request.spans]
+    return "\n".join(lines)
+
+
+def _heading(sampled: int, endpoint: str | None, errors_only: bool) -> str:
+    scope = [f"endpoint {endpoint}"] if endpoint is not None else []
+    scope += ["failed requests only"] if errors_only else []
+    return f"sampled {sampled} requests" + (f"; shown: {', '.join(scope)}" if scope else "")
+
+
+def breakdown(requests: list[Request], endpoints: tuple[str, ...], errors_only: bool = False) -> list[str]:
+    """One line per endpoint: the requests sampled on it, how many failed, and their p99 (nearest rank).
+
+    A function of the sampled requests alone, so it reads the same for any service they came from."""
+    lines = []
+    for endpoint in endpoints:
+        durations = sorted(r.total_ms for r in requests if r.route == endpoint)
+        failed = sum(r.failed for r in requests if r.route == endpoint)
+        if errors_only and not failed:
+            continue
+        p99 = f"p99 {durations[math.ceil(0.99 * len(durations)) - 1]:.0f} ms" if durations else "p99 -"
+        lines.append(f"endpoint {endpoint}: {len(durations)} requests, {failed} failed, {p99}")
+    return lines
+
+
+def sample(state: TelemetryState, service: str, step: int) -> list[Request]:
+    """The requests through a service the sampler searched at a step, in the order they were drawn."""
     world = state.world
     states = world.states_at(step)
     rng = rng_for(state.seed, world.incident.id, service, "traces", step)
@@ -61,29 +128,22 @@ def traces(state: TelemetryState, service: str, step: int) -> str:
     sources: dict[str, _SpanSource] = {}
     for _ in range(TRACE_CANDIDATES):
         spans: list[_Span] = []
-        total, status = _span(world, service, states, sources, rng, 0, spans, None)
-        drawn.append((total, status, rng.getrandbits(32), spans))
-    failed = [t for t in drawn if t[1] != "ok"][:2]
-    rest = sorted((t for t in drawn if t[1] == "ok"), key=lambda t: -t[0])
-    kept = failed + rest[:1] + rest[-1:]
-    lines: list[str] = []
-    for total, status, trace_id, spans in kept[:TRACES_SAMPLED]:
-        lines.append(f"trace {trace_id:08x} {total:.0f}ms {status}")
-        lines += [f"{'  ' * (depth + 1)}{name} {op} {ms:.0f}ms {st}" for depth, name, op, ms, st in spans]
-    return "\n".join(lines)
+        total, status, entry = _span(world, service, states, sources, rng, 0, spans, None)
+        drawn.append(Request(entry, total, status, rng.getrandbits(32), spans))
+    return drawn
 
 
 def _span_source(world: World, service: str, states: dict[str, ServiceState]) -> _SpanSource:
     node = world.plan.by_name[service]
     state = states[service]
-    ops = OPERATIONS.get(node.kind)
-    operations = ops[0] if ops else KINDS[node.kind].endpoints
+    templates = operations(node.kind)
     sigma = max(math.log(max(state.self_p99_ms, state.self_p50_ms * 1.01) / state.self_p50_ms) / Z99, 1e-6)
     upstream_ok = math.prod(1.0 - share for _, share, _ in state.failing_upstreams)
     own_error = 1.0 - (1.0 - state.error_rate + state.side_error) / max(upstream_ok, 1e-9)
     return _SpanSource(
         node=node,
-        operations=operations,
+        operations=templates,
+        routes=tuple(route(template) for template in templates),
         p50_ms=state.self_p50_ms,
         sigma=sigma,
         own_error=max(0.0, own_error),
@@ -105,13 +165,14 @@ def _span(  # noqa: C901
     depth: int,
     spans: list[_Span],
     edge: Edge | None,
-) -> tuple[float, str]:
+) -> tuple[float, str, str]:
+    """A span and its children: its duration, its status, and the route of its operation."""
     source = sources.get(service)
     if source is None:
         source = sources[service] = _span_source(world, service, states)
     random_ = rng.random
-    op = pick(rng, source.operations)
-    op = fill(op, rng, {})
+    choice = int(random_() * len(source.operations))
+    op = fill(source.operations[choice], rng, {})
     own = source.p50_ms * math.exp(rng.gauss(0.0, source.sigma))
     index = len(spans)
     spans.append((depth, service, op, 0.0, "ok"))
@@ -130,7 +191,7 @@ def _span(  # noqa: C901
         for child in source.node.edges:
             if random_() >= child.share:
                 continue
-            took, child_status = _span(world, child.dep, states, sources, rng, depth + 1, spans, child)
+            took, child_status, _ = _span(world, child.dep, states, sources, rng, depth + 1, spans, child)
             total += took
             if child_status != "ok" and status == "ok" and rng.random() < child.weight:
                 # A caller's span shows what it observed of the call, not why the call failed.
@@ -148,4 +209,4 @@ def _span(  # noqa: C901
         elif status == "ok" and rng.random() < source.call_error:
             status = "error(500)"
     spans[index] = (depth, service, op, total, status)
-    return total, status
+    return total, status, source.routes[choice]

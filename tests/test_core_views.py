@@ -1,0 +1,212 @@
+"""Views as the environment shows them: each stamped with the minute it was taken, and traces broken
+down by endpoint with a filter (one endpoint, failures only) that keeps the view short."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from msgspec import structs
+
+from service_incident.environment import ServiceIncidentEnvironment
+from service_incident.generator import generate
+from service_incident.incidents import Incident
+from service_incident.integrations.text import TextEpisode
+from service_incident.models import InspectLogs, InspectMetrics, InspectTraces, Observation
+from service_incident.telemetry import Scope, Telemetry
+from service_incident.telemetry.endpoints import operations, route, routes
+from service_incident.telemetry.traces import FAILED_SHOWN, TRACE_CANDIDATES, Request, breakdown, sample
+from service_incident.world import ServiceState, World
+
+_ROW = re.compile(r"endpoint (.+): (\d+) requests, (\d+) failed, p99 (\d+|-)(?: ms)?")
+
+
+def _start(env: ServiceIncidentEnvironment, seed: int = 5) -> tuple[Observation, str]:
+    """A generated incident and its first user-facing service that serves several endpoints."""
+    first = env.reset(task_id="gen_medium", seed=seed)
+    kinds = {card.name: card.kind for card in first.topology}
+    entry = next(card.name for card in first.topology if card.user_facing and len(routes(kinds[card.name])) > 1)
+    return first, entry
+
+
+def _rows(text: str) -> dict[str, tuple[int, int, str]]:
+    found = {}
+    for line in text.splitlines():
+        if match := _ROW.fullmatch(line):
+            found[match.group(1)] = (int(match.group(2)), int(match.group(3)), match.group(4))
+    return found
+
+
+def _traces(text: str) -> list[list[str]]:
+    """Each trace shown: its heading line and its span lines."""
+    found: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith("trace "):
+            found.append([line])
+        elif line.startswith("  ") and found:
+            found[-1].append(line)
+    return found
+
+
+def test_every_view_carries_the_minute_it_was_taken_and_keeps_it_later() -> None:
+    env = ServiceIncidentEnvironment()
+    first, entry = _start(env)
+    shown = next(iter(first.visible_logs))
+    assert first.as_of == {"logs": {shown: first.clock[11:16]}}
+    traced = env.step(InspectTraces(target=entry))
+    metered = env.step(InspectMetrics(target=entry))
+    logged = env.step(InspectLogs(target=entry))
+    minutes = [obs.clock[11:16] for obs in (first, traced, metered, logged)]
+    assert len(set(minutes)) == 4  # a minute a step
+    # The views of earlier steps stay, each with the minute it was taken; only the new one is current.
+    assert logged.as_of == {
+        "logs": {shown: minutes[0], entry: minutes[3]},
+        "traces": {entry: minutes[1]},
+        "metrics": {entry: minutes[2]},
+    }
+    assert logged.taken("visible_traces", entry) == minutes[1] and logged.taken("visible_db", entry) is None
+
+
+def test_a_view_that_shows_nothing_new_keeps_its_minute_and_its_scope_comes_back() -> None:
+    env = ServiceIncidentEnvironment()
+    env.reset(task_id="rca_01", seed=1)  # a curated incident: its world holds still between steps
+    entry = "api-gateway"
+    whole = env.step(InspectTraces(target=entry))
+    failed = env.step(InspectTraces(target=entry, errors_only=True))
+    assert failed.visible_traces[entry] != whole.visible_traces[entry]
+    # Nothing moved: the whole view asked for again is the one taken at its minute, shown again.
+    again = env.step(InspectTraces(target=entry))
+    assert again.visible_traces[entry] == whole.visible_traces[entry]
+    assert again.as_of["traces"][entry] == whole.clock[11:16] != again.clock[11:16]
+    assert again.message == f"The traces of {entry} show nothing new since you last looked at {whole.clock[11:16]}."
+
+
+def test_the_text_a_model_reads_stamps_current_and_earlier_views() -> None:
+    episode = TextEpisode()
+    page = episode.reset(task_id="gen_medium", seed=5)
+    observation = episode.observation
+    assert observation is not None
+    shown, reset_minute = next(iter(observation.visible_logs)), observation.clock[11:16]
+    assert f"visible_logs:\n  {shown} (as of {reset_minute}):\n" in page
+    entry = next(card.name for card in observation.topology if card.user_facing and card.name != shown)
+    revealed = episode.step(InspectMetrics(target=entry))
+    step_minute = episode.observation.clock[11:16]  # type: ignore[union-attr]
+    assert f"visible_metrics:\n  {entry} (as of {step_minute}): " in revealed
+    assert shown not in revealed  # the logs from reset were read already
+    from service_incident.integrations.text import page as whole_page
+
+    everything = whole_page(episode.observation)  # type: ignore[arg-type]
+    assert f"  {shown} (as of {reset_minute}):" in everything and f"  {entry} (as of {step_minute}):" in everything
+
+
+def test_traces_break_down_every_sampled_request_by_its_endpoint() -> None:
+    for seed in range(6):
+        incident = generate("hard", seed)
+        world = World(incident)
+        telemetry = Telemetry(world, seed)
+        for spec in incident.services:
+            text = telemetry.traces(spec.name, 0)
+            requests = sample(telemetry.state, spec.name, 0)
+            rows = _rows(text)
+            # One row per route the service serves, in the catalogue's order; together every sampled request.
+            assert list(rows) == list(routes(spec.kind))
+            assert sum(count for count, _, _ in rows.values()) == len(requests) == TRACE_CANDIDATES
+            for endpoint, (count, failed, p99) in rows.items():
+                mine = sorted(r.total_ms for r in requests if r.route == endpoint)
+                assert failed == sum(r.failed for r in requests if r.route == endpoint) <= count == len(mine)
+                assert p99 == (f"{mine[math.ceil(0.99 * len(mine)) - 1]:.0f}" if mine else "-")
+            # A trace's entry span is on the endpoint it is counted under.
+            for trace in _traces(text):
+                assert route_of(trace[1], spec.kind) in rows
+
+
+def route_of(span: str, kind: str) -> str:
+    """The route a rendered entry span's operation was drawn from."""
+    found = re.fullmatch(r"\s*\S+ (.+?) \d+ms \S.*", span)
+    assert found, span
+    [matched] = [
+        route(template)
+        for template in operations(kind)
+        if re.fullmatch(re.sub(r"\\\{[^{}]*\\\}", ".+", re.escape(template)), found.group(1))
+    ]
+    return matched
+
+
+def test_one_endpoint_and_failures_only_keep_the_view_short() -> None:
+    for seed in range(20):  # an incident whose entry fails requests on more than one endpoint
+        env = ServiceIncidentEnvironment()
+        _, entry = _start(env, seed)
+        telemetry = env._episode.telemetry  # type: ignore[union-attr]
+        requests = sample(telemetry.state, entry, 0)
+        if len({r.route for r in requests if r.failed}) > 1:
+            break
+    kind = telemetry.world.plan.by_name[entry].kind
+    whole = telemetry.traces(entry, 0)
+    assert len(_traces(whole)) == FAILED_SHOWN + 2  # the first failed, the slowest and the fastest
+
+    endpoint = max(routes(kind), key=lambda e: sum(r.failed for r in requests if r.route == e))
+    one = telemetry.traces(entry, 0, Scope(endpoint=endpoint))
+    assert list(_rows(one)) == [endpoint] and _rows(one)[endpoint] == _rows(whole)[endpoint]
+    mine = [r for r in requests if r.route == endpoint]
+    slowest = max((r for r in mine if not r.failed), key=lambda r: r.total_ms)
+    assert [trace[0] for trace in _traces(one)] == [_heading(r) for r in [*[r for r in mine if r.failed][:2], slowest]]
+
+    failed = telemetry.traces(entry, 0, Scope(errors_only=True))
+    assert failed.splitlines()[0] == f"sampled {TRACE_CANDIDATES} requests; shown: failed requests only"
+    assert _rows(failed) == {e: row for e, row in _rows(whole).items() if row[1] > 0} != _rows(whole)
+    # The whole view without what did not fail.
+    assert _traces(failed) == [trace for trace in _traces(whole) if not trace[0].endswith(" ok")]
+    assert len(failed.splitlines()) < len(whole.splitlines())
+
+    both = telemetry.traces(entry, 0, Scope(endpoint, errors_only=True))
+    assert [trace[0] for trace in _traces(both)] == [_heading(r) for r in mine if r.failed][:FAILED_SHOWN]
+    assert len(both.splitlines()) < len(one.splitlines())
+
+
+def _heading(request: Request) -> str:
+    return f"trace {request.trace_id:08x} {request.total_ms:.0f}ms {request.status}"
+
+
+def test_an_unknown_endpoint_is_refused_naming_the_endpoints_and_loses_nothing() -> None:
+    env = ServiceIncidentEnvironment()
+    _, entry = _start(env)
+    seen = env.step(InspectTraces(target=entry))
+    refused = env.step(InspectTraces(target=entry, endpoint="GET /no/such/route"))
+    kind = next(card.kind for card in seen.topology if card.name == entry)
+    assert refused.last_action_error == (
+        f"unknown endpoint 'GET /no/such/route' of {entry}; its endpoints are: {', '.join(routes(kind))}"
+    )
+    assert refused.action_history[-1].refused and refused.step_count == 2 and not refused.done
+    # What was seen stays, with its minute; the episode goes on.
+    assert refused.visible_traces == seen.visible_traces and refused.as_of == seen.as_of
+    scoped = env.step(InspectTraces(target=entry, endpoint=routes(kind)[0]))
+    assert scoped.last_action_error is None and list(_rows(scoped.visible_traces[entry])) == [routes(kind)[0]]
+
+
+class _Mirror(World):
+    """A world whose services' states are another world's."""
+
+    def __init__(self, incident: Incident, states: World) -> None:
+        super().__init__(incident)
+        self.mirrored = states
+
+    def states_at(self, step: int) -> dict[str, ServiceState]:
+        return self.mirrored.states_at(step)
+
+
+def test_the_breakdown_reads_the_same_for_a_root_as_for_a_bystander_with_the_same_spans() -> None:
+    """Traces are drawn from what the service does (its states), never from whether it is a root."""
+    checked = 0
+    for seed in range(10):
+        incident = generate("medium", seed)
+        world = World(incident)
+        # The same spans: a world where the roots are bystanders, whose services do what the root world's do.
+        calm = _Mirror(structs.replace(incident, faults=[], distractions=[]), world)
+        assert not calm.root_causes
+        for fault in incident.faults:
+            text = Telemetry(world, seed).traces(fault.service, 0)
+            assert _rows(text) and Telemetry(calm, seed).traces(fault.service, 0) == text
+            requests = sample(Telemetry(world, seed).state, fault.service, 0)
+            assert list(_rows(text).items()) == list(_rows("\n".join(breakdown(requests, tuple(_rows(text))))).items())
+            checked += 1
+    assert checked >= 10
