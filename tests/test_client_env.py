@@ -144,6 +144,8 @@ def test_the_blocking_facade(server_url: str) -> None:
         step = env.step(InspectLogs(target=first.observation.services[-1]))
         assert step.observation.step_count == 1
         assert env.state().step_count == 1
+        assert env.resume().observation == step.observation  # a new session, the same episode
+        assert env.client.resumes == 1 and env.state().step_count == 1
 
 
 def test_launch_runs_a_private_server() -> None:
