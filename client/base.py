@@ -84,7 +84,8 @@ class EpisodeLost(ServerError):
 
 class SessionClosed(EnvClientError, ConnectionError):
     """The socket is closed, by the server or by the client giving up on it (a ping unanswered, a
-    reply that never came); `reset()` opens a new session, other calls need one."""
+    reply that never came); `reset()` opens a new session, `resume()` continues the episode on one
+    where the server still holds it."""
 
     def __init__(self, code: int | None, reason: str) -> None:
         super().__init__(f"session closed (code {code}{': ' + reason if reason else ''})")

@@ -217,6 +217,14 @@ async def test_a_frozen_server_is_noticed_within_the_ping_timeout(frozen: tuple[
         with pytest.raises(SessionClosed) as caught:
             await env.step(LOOK)
         assert caught.value.code == 1011 and "ping" in caught.value.reason
+        # Never resumed on its own (a frozen server would not answer the handshake either), but the
+        # episode is in the log: once the server answers again, resume() continues it.
+        freeze(False)
+        health = f"{url}/health"
+        await asyncio.to_thread(eventually, lambda: httpx.get(health).json()["active_sessions"] == 0, "session gone")
+        taken = (await env.resume()).observation.step_count  # 1 if the server took the step in flight
+        assert taken in (0, 1)
+        assert (await env.step(LOOK)).observation.step_count == taken + 1
 
 
 def free_port() -> int:
