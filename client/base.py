@@ -95,10 +95,10 @@ class SessionClosed(EnvClientError, ConnectionError):
 
 class Desynchronised(SessionClosed):
     """The session is out of step with the server: a frame sent earlier is still unanswered (its call
-    timed out or was cancelled, and the reply had not come by the next call), so no later reply could
-    be matched to its request. The client dropped the socket; every call raises this at once until
-    `reset()` starts a new episode or `resume()` carries this one on. A `SessionClosed` (code None),
-    so code that resets on a closed session keeps working."""
+    timed out or was cancelled, and the reply had not come by the next call; or it was cut off while
+    being sent), so no later reply could be matched to its request. The client dropped the socket;
+    every call raises this at once until `reset()` starts a new episode or `resume()` carries this
+    one on. A `SessionClosed` (code None), so code that resets on a closed session keeps working."""
 
     def __init__(self, why: str) -> None:
         super().__init__(None, why)
