@@ -22,6 +22,7 @@ from . import containers
 from .base import (
     CapacityReached,
     ConnectionFailed,
+    Desynchronised,
     EnvClient,
     EnvClientError,
     EpisodeLost,
@@ -37,6 +38,7 @@ from .local import LocalServer
 __all__ = [
     "CapacityReached",
     "ConnectionFailed",
+    "Desynchronised",
     "EnvClient",
     "EnvClientError",
     "EpisodeLost",

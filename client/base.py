@@ -5,12 +5,13 @@ OpenEnv defines it, with the frames of `service_incident.wire`, which the server
 too. It improves on the stock client where that one is weak:
 
 * A call that times out or is cancelled never shifts later replies onto the wrong request. The
-  protocol has no request ids, but the server answers strictly in order, so the client counts the
-  replies still owed for abandoned calls and discards them before reading its own. The session
-  (and the episode in it) survives the timeout. If even the owed replies do not come within a
-  whole timeout, the session is given up: the call raises `NoReply`, later calls `SessionClosed`,
-  and `reset()` opens a new session. A `reset()` never waits on late replies at all: it starts a
-  new episode anyway, so it starts it on a new session.
+  protocol has no request ids, but the server answers strictly in order, so the client remembers
+  the frame left unanswered. If its late reply has come by the next call, it is skipped and the
+  session (and the episode in it) goes on. If it has not, the session is out of step: that call and
+  every later one raise `Desynchronised` at once, without sending anything, until `reset()` (a new
+  episode on a new session) or `resume()` (this episode on a new session, from the server's episode
+  log; the log says whether the lost step was taken). No call waits a second timeout behind a reply
+  that may never come.
 * Server errors raise `ServerError` carrying OpenEnv's error code (`CapacityReached` for a full
   server, on every attempt); a closed socket raises `SessionClosed` with the close code and reason
   (1001 idle timeout, 1009 frame too big, 1011 no answer to pings, ...); a server that cannot be
@@ -25,7 +26,7 @@ import contextlib
 import threading
 from collections.abc import Coroutine, Mapping
 from concurrent.futures import Future
-from typing import Any, ClassVar, Generic, Self, TypeVar, get_args, get_origin
+from typing import Any, ClassVar, Generic, Literal, Self, TypeVar, get_args, get_origin
 from urllib.parse import urlsplit
 
 import msgspec
@@ -83,12 +84,25 @@ class EpisodeLost(ServerError):
 
 class SessionClosed(EnvClientError, ConnectionError):
     """The socket is closed, by the server or by the client giving up on it (a ping unanswered, a
-    reply that never came); `reset()` opens a new session, other calls need one."""
+    reply that never came); `reset()` opens a new session, `resume()` continues the episode on one
+    where the server still holds it."""
 
     def __init__(self, code: int | None, reason: str) -> None:
         super().__init__(f"session closed (code {code}{': ' + reason if reason else ''})")
         self.code = code
         self.reason = reason
+
+
+class Desynchronised(SessionClosed):
+    """The session is out of step with the server: a frame sent earlier is still unanswered (its call
+    timed out or was cancelled, and the reply had not come by the next call; or it was cut off while
+    being sent), so no later reply could be matched to its request. The client dropped the socket;
+    every call raises this at once until `reset()` starts a new episode or `resume()` carries this
+    one on. A `SessionClosed` (code None), so code that resets on a closed session keeps working."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(None, why)
+        self.args = (f"out of step with the server ({why}): reset() starts a new episode, resume() continues this one",)
 
 
 class ConnectionFailed(EnvClientError, ConnectionError):
@@ -101,7 +115,8 @@ class ConnectionFailed(EnvClientError, ConnectionError):
 
 
 class NoReply(EnvClientError, TimeoutError):
-    """No reply within the message timeout."""
+    """No reply within the message timeout. Unless the late reply has come by then, the next call
+    raises `Desynchronised`."""
 
 
 class StepResult(Struct, Generic[ObsT]):
@@ -116,6 +131,8 @@ class StepResult(Struct, Generic[ObsT]):
 
 
 _encode = msgspec.json.Encoder().encode
+# What a frame left unanswered was, so that skipping its late reply keeps the resume count right.
+Sent = Literal["reset", "step", "state"]
 _STATE = _encode(StateMessage())
 RESUME_RETRY_S = 0.2
 _CLOSE = _encode(CloseMessage())
@@ -190,7 +207,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         # How long a lost session keeps trying to reach a server that can resume its episode.
         self.resume_timeout_s = resume_timeout_s
         self._ws: ClientConnection | None = None
-        self._owed = 0  # replies the server still owes for calls that gave up waiting
+        self._unanswered: Sent | None = None  # the frame whose call gave up before its reply came
         self._lost: EnvClientError | None = None  # why the session ended, until a reset
         self._lock = asyncio.Lock()
         # What resumes the episode on a new socket: its id and the steps answered since its reset.
@@ -233,7 +250,6 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             raise ConnectionFailed(self.url, f"no handshake within {self.connect_timeout_s:g} s") from None
         except (OSError, InvalidHandshake, InvalidURI) as exc:
             raise ConnectionFailed(self.url, str(exc) or type(exc).__name__) from None
-        self._owed = 0
         return self
 
     async def reset(self, **options: Any) -> StepResult[ObsT]:
@@ -249,9 +265,39 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             raise EnvClientError(f"expected a state frame, got {type(frame).__name__}")
         return frame.data
 
+    async def resume(self) -> StepResult[ObsT]:
+        """Carry this client's episode on in a new session, from the server's episode log: the way
+        back from `Desynchronised` (or any lost session) that keeps the episode.
+
+        Returns the result of the last step the episode took: the lost step's, if the server took it,
+        else the one before. `EpisodeLost` if the server no longer has the episode. After
+        `ConnectionFailed` or `NoReply` the session stays out of step, and `resume()` may be tried again.
+        """
+        async with self._lock:
+            if self._episode_id is None:
+                raise EnvClientError("no episode to resume: none started, or the server names none; reset() starts one")
+            self._abandon()
+            self._lost = Desynchronised("resume() has not finished")
+            await self.connect()
+            ws = self._ws
+            assert ws is not None
+            self.resumes += 1
+            try:
+                async with asyncio.timeout(self.message_timeout_s):
+                    resumed = await self._resumed(ws)
+            except TimeoutError:
+                self._abandon()
+                raise NoReply(f"no reply to resume from {self.url} within {self.message_timeout_s:g} s") from None
+            except ConnectionClosed as closed:
+                self._abandon()
+                frame = closed.rcvd or closed.sent
+                raise SessionClosed(frame.code if frame else None, frame.reason if frame else "") from None
+            self._lost, self._steps = None, resumed.data.steps
+            return self._parse_result(resumed.data.result)
+
     async def close(self) -> None:
         """Say goodbye (the server frees the session at once) and close the socket. Idempotent."""
-        ws, self._ws, self._lost, self._episode_id = self._ws, None, None, None
+        ws, self._ws, self._lost, self._episode_id, self._unanswered = self._ws, None, None, None, None
         if ws is None:
             return
         with contextlib.suppress(ConnectionClosed):  # already closed by the server
@@ -276,8 +322,9 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         return result
 
     def _abandon(self) -> None:
-        """Drop the socket without a closing handshake; the server frees the session when it notices."""
-        ws, self._ws = self._ws, None
+        """Drop the socket without a closing handshake; the server frees the session when it notices.
+        A reply still owed on it will never be read."""
+        ws, self._ws, self._unanswered = self._ws, None, None
         if ws is not None:
             ws.transport.abort()
 
@@ -293,11 +340,13 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
     async def _exchange(self, message: bytes, fresh: bool, step: bool) -> Any:
         if fresh:
             self._episode_id = None
-            if self._lost is not None or self._owed:
-                self._abandon()
+            if self._lost is not None or self._unanswered is not None:
+                self._abandon()  # a reset begins afresh anyway: never wait on late replies for it
                 self._lost = None
         if self._lost is not None:
             raise self._lost
+        if self._unanswered is not None:
+            await self._skip_late_reply()
         await self.connect()
         ws = self._ws
         assert ws is not None
@@ -306,33 +355,49 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         except ConnectionClosed:
             pass  # a refused session closes right after its error frame: the read below gets it
         except BaseException:
-            # Interrupted mid-send: whether the server got the frame is unknown, so no reply count
-            # can be trusted any more. Drop the socket (the server frees the session); the next
-            # call starts over on a new one.
+            # Interrupted mid-send: whether the server got the frame is unknown, so no reply can be
+            # matched any more. Drop the socket (the server frees the session).
             self._abandon()
+            self._lost = Desynchronised("a call was interrupted while sending its frame")
             raise
-        self._owed += 1
+        self._unanswered = "reset" if fresh else "step" if step else "state"
         try:
             async with asyncio.timeout(self.message_timeout_s):
-                while self._owed:
-                    raw = await ws.recv(decode=False)
-                    self._owed -= 1
+                raw = await ws.recv(decode=False)
         except TimeoutError:
-            if self._owed > 1:
-                # Not even the replies owed from before came within a whole timeout: waiting
-                # longer would wedge every later call behind them.
-                self._abandon()
-                self._lost = SessionClosed(None, "given up after replies did not come; reset() opens a new one")
             raise NoReply(f"no reply from {self.url} within {self.message_timeout_s:g} s") from None
         except ConnectionClosed as closed:
-            self._ws = None
+            self._ws, self._unanswered = None, None
             frame = closed.rcvd or closed.sent  # the server's close, else ours (1011: no pong)
             code = frame.code if frame else None
             if code in RESUMABLE_CLOSES and (fresh or self._episode_id is not None):
                 return await self._resume(message, step, fresh)
             self._lost = SessionClosed(code, frame.reason if frame else "")
             raise self._lost from None
+        self._unanswered = None
         return self._decode(raw)
+
+    async def _skip_late_reply(self) -> None:
+        """Read and drop the reply owed to a call that gave up, if it has come meanwhile. If it has
+        not, the session is out of step for good: fail now rather than wait for a reply that may
+        never come (a frozen server, a lost frame), and keep failing until a reset or a resume."""
+        ws = self._ws
+        assert ws is not None
+        try:
+            async with asyncio.timeout(0):  # only what has already arrived
+                raw = await ws.recv(decode=False)
+        except (TimeoutError, ConnectionClosed):
+            late = self._unanswered
+            self._abandon()
+            self._lost = Desynchronised(f"the reply to an earlier {late} frame has not come")
+            raise self._lost from None
+        late, self._unanswered = self._unanswered, None
+        with contextlib.suppress(msgspec.DecodeError):
+            frame = self._decoder.decode(raw)
+            if isinstance(frame, ObservationFrame) and late == "step":
+                self._steps += 1  # the server took that step: a resume must count it
+            elif isinstance(frame, ObservationFrame) and late == "reset":
+                self._episode_id, self._steps = frame.data.episode_id, 0  # its episode is the one played now
 
     async def _resume(self, pending: bytes, step: bool, fresh: bool) -> Any:
         """Carry the episode on in a new session (this server's process, or another sharing its store)
@@ -374,14 +439,20 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             if fresh or self._episode_id is None:
                 await ws.send(pending, text=True)
                 return self._decode(await ws.recv(decode=False))
-            await ws.send(_encode(ResumeMessage(Resume(self._episode_id, self._steps))), text=True)
-            resumed = self._decode(await ws.recv(decode=False), lost=True)
-            if not isinstance(resumed, ResumedFrame):
-                raise EnvClientError(f"expected a resumed frame, got {type(resumed).__name__}")
+            resumed = await self._resumed(ws)
             if step and resumed.data.steps == self._steps + 1:
                 return ObservationFrame(resumed.data.result)  # taken before the connection went
             await ws.send(pending, text=True)
             return self._decode(await ws.recv(decode=False))
+
+    async def _resumed(self, ws: ClientConnection) -> ResumedFrame[StepResult[ObsT]]:
+        """Ask the server, on a socket just opened, to carry this client's episode on where it left off."""
+        assert self._episode_id is not None
+        await ws.send(_encode(ResumeMessage(Resume(self._episode_id, self._steps))), text=True)
+        resumed = self._decode(await ws.recv(decode=False), lost=True)
+        if not isinstance(resumed, ResumedFrame):
+            raise EnvClientError(f"expected a resumed frame, got {type(resumed).__name__}")
+        return resumed
 
     def _decode(self, raw: bytes | str, lost: bool = False) -> Any:
         try:
@@ -435,6 +506,9 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
 
     def state(self) -> StateT:
         return self._run(self.client.state())
+
+    def resume(self) -> StepResult[ObsT]:
+        return self._run(self.client.resume())
 
     def close(self) -> None:
         if self._loop.is_closed():

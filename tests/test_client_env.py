@@ -15,6 +15,7 @@ from websockets.http11 import Request
 
 from service_incident.client import (
     CapacityReached,
+    Desynchronised,
     EnvClient,
     NoReply,
     ServerError,
@@ -106,15 +107,26 @@ async def test_a_timed_out_call_never_shifts_later_replies(server_url: str) -> N
         with pytest.raises(NoReply):
             await env.step(InspectLogs(target="db"))
         env.message_timeout_s = 5
-        # The late observation is discarded; this call gets its own reply, a state frame.
+        with pytest.raises(Desynchronised):  # its reply had not come by this call: nothing more is sent
+            await env.state()
+        # The server took the step all the same, and once the dropped session is over its log says so.
+        health = f"{server_url}/health"
+        await asyncio.to_thread(eventually, lambda: httpx.get(health).json()["active_sessions"] == 0, "session gone")
+        assert (await env.resume()).observation.step_count == 1
         state = await env.state()
-        assert (state.episode_id, state.step_count) == ("desync", 1)  # the session survived
-        # An outer deadline cancels the call instead; whether or not its frame left, nothing shifts.
+        assert (state.episode_id, state.step_count) == ("desync", 1)  # the episode survived
+        # An outer deadline cancels the call instead. Whether or not its frame left, nothing shifts:
+        # the next call gets its own reply, or is refused as out of step until a reset.
         for deadline in (0, 1e-4, 1e-3, 1e-2):
             await env.reset(task_id="hard", seed=6)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(env.step(InspectMetrics(target="db")), deadline)
-            state = await env.state()
+            try:
+                state = await env.state()
+            except Desynchronised:
+                with pytest.raises(Desynchronised):
+                    await env.step(InspectLogs(target="db"))
+                continue
             result = await env.step(InspectLogs(target="db"))
             assert result.observation.step_count == state.step_count + 1
 
@@ -132,6 +144,8 @@ def test_the_blocking_facade(server_url: str) -> None:
         step = env.step(InspectLogs(target=first.observation.services[-1]))
         assert step.observation.step_count == 1
         assert env.state().step_count == 1
+        assert env.resume().observation == step.observation  # a new session, the same episode
+        assert env.client.resumes == 1 and env.state().step_count == 1
 
 
 def test_launch_runs_a_private_server() -> None:
