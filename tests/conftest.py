@@ -2,11 +2,13 @@
 
 The tests talk to it over real sockets. `make_server(**settings)` starts one with chosen settings
 (capacity, timeouts, limits, `clock=`, a ManualClock for the idle deadlines, and `wrap=`); `server_url` is a
-default one shared by a test module.
+default one shared by a test module; `reference_ladder` is the reference agents' evaluation, played
+once for the tests that read it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -18,9 +20,13 @@ import pytest
 from serving import serving
 from starlette.types import ASGIApp
 
+from service_incident.harness.agents import REFERENCE_AGENTS
+from service_incident.harness.evaluation import evaluate, plan, reference_policy
+from service_incident.harness.records import EpisodeRecord
 from service_incident.server.app import create_app
 from service_incident.server.sessions import Clock
 from service_incident.server.settings import Settings
+from service_incident.tasks import TASKS
 
 ROOT = Path(__file__).resolve().parent.parent
 OPENENV_PYTHON = Path(os.environ.get("OPENENV_PYTHON", ROOT / ".venv" / "openenv" / "bin" / "python"))
@@ -60,3 +66,18 @@ def openenv_python() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return OPENENV_PYTHON
+
+
+@pytest.fixture(scope="session")
+def reference_ladder() -> dict[str, list[EpisodeRecord]]:
+    """Each reference agent, weakest first, over the whole evaluation set through the WebSocket
+    server, as `python inference.py --agent random,symptom_chaser,structured,expert` plays it."""
+
+    async def ladder(url: str) -> dict[str, list[EpisodeRecord]]:
+        specs = plan(TASKS.values())
+        return {
+            name: await evaluate(reference_policy(name), specs, agent=name, base_url=url) for name in REFERENCE_AGENTS
+        }
+
+    with running_server() as url:
+        return asyncio.run(ladder(url))
