@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from msgspec import Struct, structs
 
 from .faults import FAULTS
-from .incidents import Distraction, DistractionKind, FaultSpec, Incident, LogGap, ServiceSpec, validate
+from .herrings import HERRINGS, HerringType
+from .incidents import Distraction, FaultSpec, Incident, LogGap, ServiceSpec, validate
 from .models import Severity
 from .telemetry import fired
 from .topology import KINDS
@@ -50,14 +51,6 @@ STORES: tuple[tuple[str, str], ...] = (
     ("session-cache", "cache"),
 )
 MIN_SERVICES, MAX_SERVICES = 3, 15
-DISTRACTIONS: tuple[DistractionKind, ...] = (
-    "noisy_neighbour",
-    "recent_deploy",
-    "misleading_log",
-    "flaky_errors",
-    "stale_alert",
-    "minor_fault",
-)
 # A caller's failures to a dependency below this share of its requests are too rare to trace.
 MIN_BLAMED_SHARE = 0.01
 # Impact this close to a severity threshold is redrawn: the label must not hinge on noise.
@@ -230,34 +223,39 @@ def _topology(rng: random.Random, count: int) -> list[ServiceSpec]:
 
 
 def _distractions(rng: random.Random, count: int, services: list[ServiceSpec], roots: set[str]) -> list[Distraction]:
-    """Real anomalies off the causal story, with strengths and onsets drawn like the faults'. Side work
-    (a batch job's CPU, a failing export) runs on any service, so it shows on roots as often as elsewhere;
-    a release, a stale warning, a misleading blame or a minor fault lands off the roots."""
+    """Real anomalies off the causal story, with strengths and onsets drawn like the faults', each on a
+    service its kind may stand on (`HerringType.stands`). Side work (a batch job's CPU, a failing export)
+    runs on any service, so it shows on roots as often as elsewhere; a release, a stale warning, a
+    misleading blame or a minor fault lands off the roots."""
     found: list[Distraction] = []
-    bystanders = [s for s in services if s.name not in roots]
-    for kind in rng.sample(DISTRACTIONS, min(count, len(DISTRACTIONS))):
+    kinds = list(HERRINGS.values())
+    for herring in rng.sample(kinds, min(count, len(kinds))):
         strength = round(rng.uniform(0.2, 1.0), 2)
-        if kind == "misleading_log":
-            # Any caller, on the blame path or not, may blame a dependency that is fine.
-            healthy = [(s, d) for s in services for d in s.depends_on if d not in roots]
-            if healthy:
-                service, blamed = rng.choice(healthy)
-                found.append(Distraction(kind=kind, service=service.name, blames=blamed, strength=strength))
-        elif kind == "minor_fault":
-            hosts = [(s, t) for s in bystanders for t in _HOSTED[s.kind]]
-            if hosts:
-                service, fault = rng.choice(hosts)
-                found.append(Distraction(kind=kind, service=service.name, fault=fault, strength=strength))
-        elif kind == "flaky_errors":
-            # Side work fails on any internal service, a root's included: its lines say nothing of the fault.
-            internal = [s for s in services if not s.user_facing]
-            if internal:
-                found.append(Distraction(kind=kind, service=rng.choice(internal).name, strength=strength))
-        elif kind == "noisy_neighbour":
-            found.append(Distraction(kind=kind, service=rng.choice(services).name, strength=strength))
-        elif bystanders:
-            found.append(Distraction(kind=kind, service=rng.choice(bystanders).name, strength=strength))
+        places = _places(herring, services, roots)
+        if places:
+            service, blames, fault = rng.choice(places)
+            found.append(Distraction(herring.name, service, blames=blames, strength=strength, fault=fault))
     return found
+
+
+# Where a herring may stand: (service, the dependency it blames, the fault type it shows).
+_Place = tuple[str, str | None, str | None]
+
+
+def _places(herring: HerringType, services: list[ServiceSpec], roots: set[str]) -> list[_Place]:
+    stands = herring.stands
+    if stands == "anywhere":
+        return [(s.name, None, None) for s in services]
+    if stands == "internal":
+        # Side work fails on any internal service, a root's included: its lines say nothing of the fault.
+        return [(s.name, None, None) for s in services if not s.user_facing]
+    if stands == "caller":
+        # Any caller, on the blame path or not, may blame a dependency that is fine.
+        return [(s.name, d, None) for s in services for d in s.depends_on if d not in roots]
+    bystanders = [s for s in services if s.name not in roots]
+    if stands == "host":
+        return [(s.name, None, t) for s in bystanders for t in _HOSTED[s.kind]]
+    return [(s.name, None, None) for s in bystanders]
 
 
 def _recoverable_severity(incident: Incident) -> Severity | None:

@@ -209,7 +209,7 @@ def test_signature_line_counts_overlap_between_roots_and_red_herrings() -> None:
                 root_counts.append(len(fault_lines(world, FAULTS[fault.type], fault.service, index, strength)))
         for index, d in enumerate(incident.distractions):
             if d.kind in ("minor_fault", "flaky_errors", "misleading_log"):
-                herring_counts.append(len(distraction_lines(world, d.kind, d, index)))
+                herring_counts.append(len(distraction_lines(world, d, index)))
     # A red herring can write as many signature lines as a root, and a root as few as a red herring.
     assert max(herring_counts) >= 3 and min(root_counts) <= 2
 

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 
 from ..faults import CHANGED_FILES, FAULTS, changed_files
+from ..herrings import HERRINGS
 from ..world import World, distraction_onset, fault_lead, spread, unit
 from .clock import clock, format_time, parse_time
 from .phrases import RELEASE_NOTES
@@ -50,7 +51,7 @@ def deploys(world: World, service: str, step: int) -> str:
             entries.append((moment, f"{text} by ci-bot{files}"))
             changed = True
     for index, distraction in enumerate(incident.distractions):
-        if distraction.service == service and distraction.kind == "recent_deploy" and not changed:
+        if distraction.service == service and HERRINGS[distraction.kind].ships and not changed:
             before = distraction_onset(incident.id, index) + spread(1, 8, incident.id, index)
             moment = started - timedelta(minutes=before)
             # A bystander's release touches what a shipped fault touches, noted the same way: the files

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
+from ..herrings import HERRINGS
 from ..incidents import Incident
 from ..models import Alert
 from ..world import (
@@ -202,7 +203,7 @@ def _stale_alerts(state: TelemetryState) -> list[Alert]:
         started = parse_time(incident.started_at)
         found = []
         for index, distraction in enumerate(incident.distractions):
-            if distraction.kind == "stale_alert":
+            if HERRINGS[distraction.kind].stale_page:
                 strength = distraction_strength(distraction, incident.id, index)
                 value = round(80.0 + 12.0 * strength, 1)
                 since = started - timedelta(minutes=spread(3, 300, incident.id, index, "stale"))

@@ -1,5 +1,5 @@
-"""The phrase tables log lines are drawn from: side work and red herrings by technology, the lines
-remedies leave, and the notes releases carry."""
+"""The phrase tables log lines are drawn from: side work by technology (a red herring's own lines are
+in its row of herrings.HERRINGS), the lines remedies leave, and the notes releases carry."""
 
 from __future__ import annotations
 
@@ -17,33 +17,6 @@ RELEASE_NOTES = (
     "retry policy tuning",
 )
 
-DISTRACTION_LOGS: dict[str, tuple[str, ...]] = {
-    "noisy_neighbour": (
-        "INFO batch job reindex-{hex:4} running, processed {int:10000:90000} rows",
-        "INFO background compaction in progress ({int:20:80}% done)",
-        "WARN cpu throttled for {int:10:40}% of the last period",
-        "INFO nightly report generation started for {int:100:900} accounts",
-    ),
-    # A release's trace is its deploy history and its pods' age, not a line of its own.
-    "recent_deploy": (),
-    "misleading_log": (
-        '{level} req={{hex:8}} "{{endpoint}}" status=504 upstream={blamed} err="deadline exceeded after {deadline}ms"',
-        "{level} slow response from upstream={blamed} rt={{int:300:900}}ms, retrying (attempt 2/3)",
-        '{level} req={{hex:8}} "{{endpoint}}" status={status} upstream={blamed} err="{failure}"',
-    ),
-    "flaky_errors": (
-        "ERROR partner webhook delivery failed: x509: certificate has expired host=hooks.partner.io",
-        "WARN provider responded 429 Too Many Requests retry_after={int:20:120}s job=nightly-export",
-        "ERROR export job {hex:6} failed: deadline exceeded after {int:1000:5000}ms",
-        "ERROR upload to object storage failed: connection reset by peer bucket=reports-{hex:4}",
-        "WARN GC pause {float:0:3}s heap={int:70:90}%",
-    ),
-    "stale_alert": (),
-    "minor_fault": (),
-}
-# How often any service shows each kind of everyday noise whether or not anything is wrong with it:
-# near the rate a red herring of that kind adds, so the lines say little about which service is at fault.
-EVERYDAY_RATES = {"noisy_neighbour": 0.25, "flaky_errors": 0.2}
 # The periods a service's config sync runs on, in minutes: a two-minute log window shows a reload from
 # about a quarter of services.
 CONFIG_SYNC_MINUTES = (3, 5, 8, 10, 15)

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ..faults import FAULTS, FaultType
+from ..herrings import minor_fault
 from ..world import HISTORY_MINUTES, World, distraction_onset, fault_lead, spread, unit
 from .clock import clock, parse_time, step_of
 from .deploys import deploys, version
@@ -154,7 +155,7 @@ def _find_crash(world: World, service: str) -> Crash | None:
         if fault.service == service and kind.termination:
             return kind, -fault_lead(incident, fault, index), lambda s, i=index: world.strengths(s)[i]
     for index, distraction in enumerate(incident.distractions):
-        minor = FAULTS[distraction.fault] if distraction.kind == "minor_fault" and distraction.fault else None
+        minor = minor_fault(distraction.kind, distraction.fault)
         if distraction.service == service and minor and minor.termination:
             onset = -distraction_onset(incident.id, index)
             return minor, onset, lambda s, o=onset: MINOR_STRENGTH if s >= o else 0.0

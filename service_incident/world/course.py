@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..faults import FAULTS, FaultType
+from ..herrings import HERRINGS, MINOR_CPU_SHARE, MINOR_ERROR_SHARE, minor_fault
 from ..incidents import Distraction, FaultSpec, Incident
 from .draws import spread, unit
 from .simulation import SideEffect
@@ -14,8 +15,6 @@ from .simulation import SideEffect
 # Relief from a palliative remedy lasts this many steps at about this share of the fault's strength.
 RELIEF_STEPS = 2
 RELIEF_SHARE = 0.3
-# The red herrings with side effects on the state; the others show in telemetry alone.
-SIDE_KINDS = frozenset({"noisy_neighbour", "flaky_errors", "minor_fault"})
 
 
 def fault_lead(incident: Incident, spec: FaultSpec, index: int) -> int:
@@ -94,7 +93,7 @@ def side_work(incident: Incident) -> tuple[SideWork, ...]:
     return tuple(
         (d, -distraction_onset(incident.id, index), distraction_strength(d, incident.id, index))
         for index, d in enumerate(incident.distractions)
-        if d.kind in SIDE_KINDS
+        if HERRINGS[d.kind].side_effects
     )
 
 
@@ -106,17 +105,18 @@ def side_effects(side: tuple[SideWork, ...], step: int) -> dict[str, SideEffect]
         if step < start:
             continue
         cpu, error, minor, mode = found.get(d.service, (0.0, 0.0, 0.0, "error"))
-        if d.kind == "noisy_neighbour":
-            cpu = max(cpu, 60.0 + 38.0 * strength)
-        elif d.kind == "minor_fault":
+        herring = HERRINGS[d.kind]
+        if herring.busy_cpu is not None:
+            cpu = max(cpu, herring.busy_cpu[0] + herring.busy_cpu[1] * strength)
+        fault = minor_fault(d.kind, d.fault)
+        if fault is not None:
             # A real fault, weak and on a side path: its own signals show, its callers do not suffer.
-            kind = FAULTS[d.fault or "slow_query"]
-            minor = max(minor, kind.error_rate * 0.25 * strength)
+            minor = max(minor, fault.error_rate * MINOR_ERROR_SHARE * strength)
             error = max(error, minor)
-            mode = kind.failure if minor > 0.0 else mode
-            cpu = max(cpu, (kind.cpu_pct or 0.0) * 0.8 * strength)
-        else:
+            mode = fault.failure if minor > 0.0 else mode
+            cpu = max(cpu, (fault.cpu_pct or 0.0) * MINOR_CPU_SHARE * strength)
+        if herring.side_errors is not None:
             # Failures on a side path (a batch job, a partner webhook) that callers never hit.
-            error = max(error, 0.03 + 0.4 * strength)
+            error = max(error, herring.side_errors[0] + herring.side_errors[1] * strength)
         found[d.service] = (cpu, error, minor, mode)
     return found

@@ -11,6 +11,7 @@ from dataclasses import InitVar, dataclass, field
 from typing import Literal
 
 from ..faults import FaultType, Remedy
+from ..herrings import HERRINGS
 from ..incidents import Incident
 from ..models import Severity
 from .course import RELIEF_STEPS, FaultCourse, SideWork, fault_courses, side_effects, side_work
@@ -116,7 +117,7 @@ class World:
         if self.rolled_back(service):
             return False
         return any(run.spec.service == service and run.kind.change for run in self._runs) or any(
-            d.kind == "recent_deploy" and d.service == service for d in self.incident.distractions
+            HERRINGS[d.kind].ships and d.service == service for d in self.incident.distractions
         )
 
     def strengths(self, step: int) -> tuple[float, ...]:
