@@ -302,7 +302,9 @@ class ServiceIncidentEnvironment:
         target: str = action.target  # type: ignore[union-attr, assignment]
         view = type(action).view
         assert view is not None
-        look = episode.telemetry.look(view, target, episode.step)  # type: ignore[arg-type]
+        # A view's filter, where its action has one: one endpoint or job of the breakdown, or its failing rows.
+        endpoint, errors_only = getattr(action, "endpoint", None), getattr(action, "errors_only", False)
+        look = episode.telemetry.look(view, target, episode.step, endpoint, errors_only)  # type: ignore[arg-type]
         label = _VIEW_LABELS[view]
         if not look.changed and (view, target) in episode.opened:
             episode.ledger.wasted()

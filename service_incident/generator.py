@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from msgspec import Struct, structs
 
 from .faults import FAULTS
-from .herrings import HERRINGS, HerringType
+from .herrings import HERRINGS, HerringType, in_background
 from .incidents import Distraction, FaultSpec, Incident, LogGap, ServiceSpec, validate
 from .models import Severity
 from .telemetry import fired
@@ -27,6 +27,7 @@ from .world import (
     SEVERITIES,
     ServiceState,
     World,
+    pre_incident,
     rubric,
 )
 
@@ -110,28 +111,47 @@ PRESETS: Mapping[str, Knobs] = {
 }
 
 
+class Generation(Struct, frozen=True):
+    """A generated incident, and how many draws were redrawn because their red herrings broke the label
+    principle (`harmless_herrings`)."""
+
+    incident: Incident
+    herring_redraws: int
+
+
 def generate(knobs: Knobs | str, seed: int, incident_id: str | None = None) -> Incident:
     """A well-formed incident whose labels are recoverable from its telemetry."""
+    return generation(knobs, seed, incident_id).incident
+
+
+def generation(knobs: Knobs | str, seed: int, incident_id: str | None = None) -> Generation:
+    """`generate`'s incident, with the count of draws its red herrings made it redraw."""
     preset = PRESETS[knobs] if isinstance(knobs, str) else knobs
     rng = random.Random(f"incident:{seed}")
     name = incident_id or f"{knobs if isinstance(knobs, str) else 'custom'}-{seed}"
     # Aim at a severity so that labels spread over the rubric; settle for any recoverable one.
     wanted = rng.choice(SEVERITIES)
     services: list[ServiceSpec] = []
+    redraws = 0
     for attempt in range(MAX_DRAWS):
         # A topology serves a few draws of faults before a new one is drawn: most rejections are
         # about where the faults landed and how hard they hit, not about the wiring.
         if attempt % DRAWS_PER_TOPOLOGY == 0:
             services = _topology(rng, rng.randint(*preset.services))
         incident = _draw(preset, rng, name, wanted, services, settle=attempt >= SETTLE_AFTER)
-        if incident is not None:
-            return validate(incident)
+        if isinstance(incident, Incident):
+            return Generation(validate(incident), redraws)
+        redraws += incident == _HARMFUL
     raise ValueError(f"no recoverable incident for these knobs after {MAX_DRAWS} draws (seed {seed})")
+
+
+# Why a draw was redrawn: its labels were not recoverable, or its red herrings broke the label principle.
+_UNRECOVERABLE, _HARMFUL = "unrecoverable", "harmful herrings"
 
 
 def _draw(
     knobs: Knobs, rng: random.Random, incident_id: str, wanted: str, services: list[ServiceSpec], settle: bool
-) -> Incident | None:
+) -> Incident | str:
     names = [s.name for s in services]
     kinds = {s.name: s.kind for s in services}
     types = list(knobs.fault_types or FAULTS)
@@ -143,7 +163,7 @@ def _draw(
             # Minor incidents live where callers lean on a service lightly (queues, caches, async work).
             hosts = [n for n in hosts if KINDS[kinds[n]].caller_weight < 1.0] or hosts
         if not hosts:
-            return None
+            return _UNRECOVERABLE
         intensify_at = rng.randint(2, 4) if knobs.intensify and rng.random() < 0.5 else None
         faults.append(FaultSpec(service=rng.choice(hosts), type=fault_type, intensify_at=intensify_at))
     roots = {f.service for f in faults}
@@ -162,6 +182,9 @@ def _draw(
         metrics_lag=knobs.metrics_lag,
         log_gaps=gaps,
     )
+    # Red herrings do not depend on the faults' strengths: checked once per draw, before the search.
+    if not harmless_herrings(draft):
+        return _HARMFUL
     # Search the fault strengths for clear labels at the wanted severity: too severe halves the
     # range from above, too mild from below.
     low, high = knobs.intensity
@@ -185,7 +208,7 @@ def _draw(
                 high = max(low, middle)
             else:
                 low = min(high, middle)
-    return candidates[0] if candidates and settle else None
+    return candidates[0] if candidates and settle else _UNRECOVERABLE
 
 
 def _fault_count(rng: random.Random, bounds: tuple[int, int]) -> int:
@@ -254,8 +277,30 @@ def _places(herring: HerringType, services: list[ServiceSpec], roots: set[str]) 
         return [(s.name, d, None) for s in services for d in s.depends_on if d not in roots]
     bystanders = [s for s in services if s.name not in roots]
     if stands == "host":
-        return [(s.name, None, t) for s in bystanders for t in _HOSTED[s.kind]]
+        return [(s.name, None, t) for s in bystanders for t in _HOSTED[s.kind] if in_background(FAULTS[t])]
     return [(s.name, None, None) for s in bystanders]
+
+
+def harmless_herrings(incident: Incident) -> bool:
+    """The label principle for red herrings: alone in the world (every fault removed) they cause no
+    graded user impact and raise no critical page, and any warning they raise is chronic, firing before
+    anything of the incident began. Their states are the same on every step from the page on (no fault
+    changes them), so the page is the step checked; none loses a write of record (`in_background`)."""
+    if not incident.distractions:
+        return True
+    alone = World(structs.replace(incident, faults=[]), shared=False)
+    if rubric(*alone.user_facing_impact(0), False) != "P2":
+        return False
+    now, before = alone.states_at(0), alone.states_at(pre_incident(alone.incident))
+    for spec in incident.services:
+        firing = fired(spec.user_facing, now[spec.name])
+        if any(rule.critical_at is not None and value >= rule.critical_at for rule, value in firing):
+            return False
+        if {rule.signal for rule, _ in firing} - {
+            rule.signal for rule, _ in fired(spec.user_facing, before[spec.name])
+        }:
+            return False
+    return True
 
 
 def _recoverable_severity(incident: Incident) -> Severity | None:

@@ -31,6 +31,8 @@ Linear = tuple[float, float]
 # full effect at the herring's strength.
 MINOR_ERROR_SHARE = 0.25
 MINOR_CPU_SHARE = 0.8
+# How strongly a minor fault writes its fault type's lines.
+MINOR_STRENGTH = 0.4
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,13 +44,12 @@ class HerringType:
     writes: Writing = "side_work"
     # Its own lines (side work adds those of its service's technology, see telemetry.phrases).
     lines: tuple[str, ...] = ()
-    # The CPU a batch job holds its service at, and the error rate of side work that fails.
+    # The CPU a batch job holds its service at, and the error rate of the background job that fails.
     busy_cpu: Linear | None = None
     side_errors: Linear | None = None
-    # A weak fault of its own (the distraction names its type): its signals show, its callers' do not.
+    # A weak fault of its own in background work (the distraction names its type, one `in_background`):
+    # its signals show, no request meets it.
     minor_fault: bool = False
-    # Side work that fails retries: its lines repeat as often as a real fault's.
-    retries: bool = False
     # How often any service shows this side work as everyday noise, whether or not anything is wrong
     # with it: near the rate the herring adds, so the lines say little about which service is at fault.
     everyday: float = 0.0
@@ -74,7 +75,8 @@ HERRINGS: Mapping[HerringKind, HerringType] = {
                 "WARN cpu throttled for {int:10:40}% of the last period",
                 "INFO nightly report generation started for {int:100:900} accounts",
             ),
-            busy_cpu=(60.0, 38.0),
+            # Below the CPU page (90%): a batch job keeps a service busy, it does not page anyone.
+            busy_cpu=(60.0, 28.0),
             everyday=0.25,
         ),
         # A release's trace is its deploy history and its pods' age, not a line of its own.
@@ -90,20 +92,8 @@ HERRINGS: Mapping[HerringKind, HerringType] = {
                 '{level} req={{hex:8}} "{{endpoint}}" status={status} upstream={blamed} err="{failure}"',
             ),
         ),
-        HerringType(
-            name="flaky_errors",
-            stands="internal",
-            lines=(
-                "ERROR partner webhook delivery failed: x509: certificate has expired host=hooks.partner.io",
-                "WARN provider responded 429 Too Many Requests retry_after={int:20:120}s job=nightly-export",
-                "ERROR export job {hex:6} failed: deadline exceeded after {int:1000:5000}ms",
-                "ERROR upload to object storage failed: connection reset by peer bucket=reports-{hex:4}",
-                "WARN GC pause {float:0:3}s heap={int:70:90}%",
-            ),
-            side_errors=(0.03, 0.4),
-            retries=True,
-            everyday=0.2,
-        ),
+        # Its lines are those of the background job it fails (telemetry.jobs), named on every line.
+        HerringType(name="flaky_errors", stands="internal", side_errors=(0.03, 0.4), everyday=0.2),
         HerringType(name="stale_alert", stands="bystander", stale_page=True),
         HerringType(name="minor_fault", stands="host", writes="fault", minor_fault=True),
     )
@@ -113,3 +103,9 @@ HERRINGS: Mapping[HerringKind, HerringType] = {
 def minor_fault(kind: HerringKind, fault: str | None) -> FaultType | None:
     """The fault type a herring shows as a weak fault of its own, if it is one."""
     return FAULTS[fault] if fault is not None and HERRINGS[kind].minor_fault else None
+
+
+def in_background(fault: FaultType) -> bool:
+    """Whether a fault type can be a minor fault of background work alone: one that crashes no serving
+    container, loses no write of record and brings no requests, so no user request waits on it."""
+    return fault.termination is None and not fault.loses_writes and not fault.load

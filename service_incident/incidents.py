@@ -10,7 +10,7 @@ import msgspec
 from msgspec import Struct
 
 from .faults import FAULTS, TECHNOLOGIES
-from .herrings import HERRINGS, HerringKind
+from .herrings import HERRINGS, HerringKind, in_background
 from .topology import KINDS, dependency_order
 
 LogGap = Literal["partial", "empty"]
@@ -109,8 +109,9 @@ def validate(incident: Incident) -> Incident:  # noqa: C901 (a flat list of chec
     for distraction in incident.distractions:
         if distraction.fault is not None and distraction.fault not in FAULTS:
             raise IncidentError(f"{incident.id}: unknown fault type {distraction.fault!r} in a distraction")
-        if HERRINGS[distraction.kind].minor_fault and distraction.fault is None:
-            raise IncidentError(f"{incident.id}: a {distraction.kind} names no fault type")
+        background = distraction.fault is not None and in_background(FAULTS[distraction.fault])
+        if HERRINGS[distraction.kind].minor_fault and not background:
+            raise IncidentError(f"{incident.id}: a {distraction.kind} names no fault type of background work")
         if distraction.service not in names or (distraction.blames and distraction.blames not in names):
             raise IncidentError(f"{incident.id}: distraction names an unknown service")
     if set(incident.log_gaps) - names:

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from service_incident.models import ACTION_TYPES, ResetRequest
+from service_incident.models import ACTION_TYPES, ERRORS_ONLY_FLOOR, ResetRequest
 from service_incident.world.rubric import SEVERITY_RUBRIC
 
 # Accepted on every action because OpenEnv's pydantic actions always send it, and ignored: a caller
@@ -32,6 +32,13 @@ ARGUMENT_NOTES: dict[str, str] = {
         "Seed of the incident drawn and of its telemetry; when omitted, a random one, told once the episode is over."
     ),
     "incident_id": "A specific incident of the task, instead of one drawn by the seed.",
+    "endpoint": (
+        "Show only this row of the per-endpoint breakdown: a request endpoint in route form "
+        "(`GET /v1/orders/{id}`) or a background job (`nightly-export`)."
+    ),
+    "errors_only": (
+        f"Show only the breakdown's rows failing at least {ERRORS_ONLY_FLOOR:.0%} of their requests or runs."
+    ),
 }
 
 

@@ -10,12 +10,13 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from ..faults import FAULTS, FaultType
-from ..herrings import HERRINGS, HerringType, minor_fault
+from ..herrings import HERRINGS, MINOR_STRENGTH, HerringType, minor_fault
 from ..incidents import Distraction
 from ..topology import KINDS, OPERATIONS, PORTS, ROUTINE_BY_TECH
 from ..world import Edge, World, distraction_onset, fault_lead, spread, unit
 from .clock import clock, epoch_ms, format_time, parse_time, stamp_ms
 from .deploys import version
+from .jobs import job_for, job_lines
 from .phrases import (
     CONFIG_SYNC_MINUTES,
     DATASTORE_WORK,
@@ -23,7 +24,7 @@ from .phrases import (
     ROUTINE_LINES,
     TECH_WORK,
 )
-from .pods import MINOR_STRENGTH, Pod, pods
+from .pods import Pod, pods
 from .templates import fill, hexkey, pick, pick_fixed, rng_for
 
 if TYPE_CHECKING:
@@ -101,10 +102,7 @@ def _evidence(world: World, service: str, step: int, begin_ms: int, end_ms: int)
         groups.append((calls, begin_ms, end_ms, ""))
     for index, distraction in enumerate(incident.distractions):
         if distraction.service == service and step >= -distraction_onset(incident.id, index):
-            minor = minor_fault(distraction.kind, distraction.fault)
-            who = _CRASHING if minor and minor.termination else ""
-            lines = distraction_lines(world, distraction, index)
-            groups.append((lines, begin_ms, end_ms, who))
+            groups.append((distraction_lines(world, distraction, index), begin_ms, end_ms, ""))
     return groups
 
 
@@ -288,13 +286,18 @@ def distraction_lines(world: World, distraction: Distraction, index: int) -> lis
         return [line.format(level=level_, blamed=blamed, deadline=deadline, status=status, failure=failure)] * count
     fault = minor_fault(distraction.kind, distraction.fault)
     if fault is not None:
-        return fault_lines(world, fault, distraction.service, 100 + index, MINOR_STRENGTH)
+        # Its failures are a background job's: a line naming an endpoint names that job.
+        job = job_for(world, distraction.service, index).name
+        lines = fault_lines(world, fault, distraction.service, 100 + index, MINOR_STRENGTH)
+        return [line.replace('"{endpoint}"', f'"{job}"') for line in lines]
     return _side_work_lines(world, herring, distraction.service, (index,))
 
 
 def _side_work_lines(world: World, herring: HerringType, service: str, key: tuple[object, ...]) -> list[str]:
-    """Lines of a service's side work (a batch job, a failing export), in words
-    of its technology: a datastore has backups and snapshots, no webhooks."""
+    """Lines of a service's side work: a failing background job's, or busy work in the words of its
+    technology (a datastore compacts, a proxy rotates its access logs)."""
+    if herring.side_errors is not None:
+        return job_lines(world, service, *key)
     iid, kind = world.incident.id, herring.name
     options = herring.lines
     node = world.plan.by_name[service]
@@ -303,10 +306,7 @@ def _side_work_lines(world: World, herring: HerringType, service: str, key: tupl
     options = TECH_WORK.get(node.tech, {}).get(kind, options)
     if not options:
         return []
-    chosen = list(dict.fromkeys(options[int(unit(iid, *key, kind, n) * len(options))] for n in range(2)))
-    # Side work that fails retries: its lines repeat as often as a real fault's.
-    repeats = 1 + int(unit(iid, *key, kind, "repeats") * 3)
-    return [line for line in chosen for _ in range(repeats)] if herring.retries else chosen
+    return list(dict.fromkeys(options[int(unit(iid, *key, kind, n) * len(options))] for n in range(2)))
 
 
 def _expired(world: World, service: str) -> str:

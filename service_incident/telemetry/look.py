@@ -45,16 +45,17 @@ class Telemetry:
         facing = frozenset(spec.name for spec in world.incident.services if spec.user_facing)
         self.state = TelemetryState(world, seed, facing, pages.shared_pages(world.incident))
 
-    def look(self, view: View, service: str, step: int) -> Look:
-        """Render one view of one service now; a view whose inputs did not move since the last look
-        at it is returned as it was, marked unchanged."""
+    def look(self, view: View, service: str, step: int, endpoint: str | None = None, errors_only: bool = False) -> Look:
+        """Render one view of one service now, its breakdown filtered to one endpoint or to the failing
+        rows if asked; a view whose inputs (and filter) did not move since the last look at it is returned
+        as it was, marked unchanged."""
         state = self.state
-        epoch = self._epoch(view, service, step)
+        epoch = (self._epoch(view, service, step), endpoint, errors_only)
         previous = state.seen.get((view, service))
         if previous is not None and previous[0] == epoch:
             old = previous[1]
             return Look(view, service, old.text, old.metrics, changed=False)
-        shown = self.metrics(service, step) if view == "metrics" else None
+        shown = metrics.filtered(self.metrics(service, step), endpoint, errors_only) if view == "metrics" else None
         text = _RENDER[view](state, service, step) if shown is None else metrics.metrics_text(shown)
         look = Look(view, service, text, shown, changed=True)
         state.seen[(view, service)] = (epoch, look)

@@ -22,8 +22,6 @@ from .steps import Steps, incident_steps, own_steps
 
 Outcome = Literal["heals", "relief", "disruption", "no_effect"]
 
-# Minutes of history before the page that metrics keep.
-HISTORY_MINUTES = 12
 # An escalation is acted on by the owning team this many steps later.
 ESCALATION_DELAY = 1
 # How many times its size a scale-up makes a service (its replicas and resources doubled).
