@@ -11,8 +11,9 @@ whether the reference agents are a ceiling.
   bench_measure's logistic ranker.
 - harm: the world of each training incident with every fault removed and the red herrings kept: the
   share of incidents whose herrings alone reach graded user impact (the rubric above P2 on a
-  user-facing service), raise a critical page, or a warning that is not chronic; and per herring
-  kind, alone in the world, the share that pages critically on its own service.
+  user-facing service), raise a critical page, or a warning that is not chronic; the draws the
+  generator redrew because their herrings broke that label principle; and per herring kind, alone in
+  the world, the share that pages critically on its own service.
 - ratios: for every fact the outsider's script relies on, its rate on root services over its rate on
   the others (each service surveyed with the outsider's views), flagged above 3 or below 1/3.
 - weak: per root, how far its own error-rate and p99 excursion (z-score over the early history) clears
@@ -35,7 +36,7 @@ from msgspec import structs
 
 from service_incident import dataset
 from service_incident.environment import ServiceIncidentEnvironment
-from service_incident.generator import PRESETS
+from service_incident.generator import PRESETS, generation
 from service_incident.harness.agents import STALE_ALERT_S, ExpertAgent
 from service_incident.holdout import TIERS as HELD_OUT_TIERS
 from service_incident.holdout import HoldoutKey
@@ -216,9 +217,10 @@ def harm_section(count: int) -> dict[str, dict[str, float]]:
     print(f"\n## Herring harm ({count} training incidents per tier, every fault removed, herrings kept)\n")
     print(
         "| tier | graded user impact | critical page | warning not chronic | any of them "
-        "| any, with no herring either | warnings not chronic, by signal (incidents) |"
+        "| any, with no herring either | warnings not chronic, by signal (incidents) "
+        "| herring redraws (incidents with any) |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     results: dict[str, dict[str, float]] = {}
     alone_rows = []
     for tier in PRESETS:
@@ -227,8 +229,12 @@ def harm_section(count: int) -> dict[str, dict[str, float]]:
         calm = 0
         alone: dict[str, list[Harm]] = defaultdict(list)
         own: dict[str, list[str]] = defaultdict(list)
+        redraws: list[int] = []
         for seed in range(count):
-            incident = dataset.training_incident(tier, seed)
+            # The generator redraws a draw whose herrings break the label principle: counted here.
+            drawn = generation(tier, dataset.TRAIN_SEED_BASE + seed, dataset.training_id(tier, seed))
+            incident = drawn.incident
+            redraws.append(drawn.herring_redraws)
             found.append(harm(without_faults(incident), seed, steps))
             # The world's own baseline: what neither a fault nor a herring causes.
             calm += harm(without_faults(incident, []), seed, steps).any
@@ -242,10 +248,11 @@ def harm_section(count: int) -> dict[str, dict[str, float]]:
             "any": sum(h.any for h in found) / count,
             "any, no herring": calm / count,
         }
+        results[tier] = {**shares, "herring redraws": float(sum(redraws))}
         signals = Counter(signal for h in found for signal in {signal for _, signal in h.acute_on})
-        results[tier] = dict(shares)
         by_signal = ", ".join(f"{signal} {n}" for signal, n in signals.most_common()) or "none"
-        print(f"| gen_{tier} | {' | '.join(f'{v:.1%}' for v in shares.values())} | {by_signal} |")
+        redrawn = f"{sum(redraws)} ({sum(1 for r in redraws if r)})"
+        print(f"| gen_{tier} | {' | '.join(f'{v:.1%}' for v in shares.values())} | {by_signal} | {redrawn} |")
         for kind in sorted(alone):
             harms, services = alone[kind], own[kind]
             critical = sum(s in h.critical_on for h, s in zip(harms, services, strict=True)) / len(harms)

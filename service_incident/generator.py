@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from msgspec import Struct, structs
 
 from .faults import FAULTS
-from .incidents import Distraction, DistractionKind, FaultSpec, Incident, LogGap, ServiceSpec, validate
+from .herrings import HERRINGS, HerringType, in_background
+from .incidents import Distraction, FaultSpec, Incident, LogGap, ServiceSpec, validate
 from .models import Severity
 from .telemetry import fired
 from .topology import KINDS
@@ -26,6 +27,7 @@ from .world import (
     SEVERITIES,
     ServiceState,
     World,
+    pre_incident,
     rubric,
 )
 from .world.standout import stands_out
@@ -54,14 +56,6 @@ MIN_SERVICES, MAX_SERVICES = 3, 15
 # The entry points besides the gateway that hard topologies draw from.
 MOBILE_API = "mobile-api"
 QUEUE_CONSUMER = "event-consumer"
-DISTRACTIONS: tuple[DistractionKind, ...] = (
-    "noisy_neighbour",
-    "recent_deploy",
-    "misleading_log",
-    "flaky_errors",
-    "stale_alert",
-    "minor_fault",
-)
 # A caller's failures to a dependency below this share of its requests are too rare to trace.
 MIN_BLAMED_SHARE = 0.01
 # Impact this close to a severity threshold is redrawn: the label must not hinge on noise.
@@ -125,28 +119,47 @@ PRESETS: Mapping[str, Knobs] = {
 }
 
 
+class Generation(Struct, frozen=True):
+    """A generated incident, and how many draws were redrawn because their red herrings broke the label
+    principle (`harmless_herrings`)."""
+
+    incident: Incident
+    herring_redraws: int
+
+
 def generate(knobs: Knobs | str, seed: int, incident_id: str | None = None) -> Incident:
     """A well-formed incident whose labels are recoverable from its telemetry."""
+    return generation(knobs, seed, incident_id).incident
+
+
+def generation(knobs: Knobs | str, seed: int, incident_id: str | None = None) -> Generation:
+    """`generate`'s incident, with the count of draws its red herrings made it redraw."""
     preset = PRESETS[knobs] if isinstance(knobs, str) else knobs
     rng = random.Random(f"incident:{seed}")
     name = incident_id or f"{knobs if isinstance(knobs, str) else 'custom'}-{seed}"
     # Aim at a severity so that labels spread over the rubric; settle for any recoverable one.
     wanted = rng.choice(SEVERITIES)
     services: list[ServiceSpec] = []
+    redraws = 0
     for attempt in range(MAX_DRAWS):
         # A topology serves a few draws of faults before a new one is drawn: most rejections are
         # about where the faults landed and how hard they hit, not about the wiring.
         if attempt % DRAWS_PER_TOPOLOGY == 0:
             services = _topology(rng, rng.randint(*preset.services), preset.entry_points)
         incident = _draw(preset, rng, name, wanted, services, settle=attempt >= SETTLE_AFTER)
-        if incident is not None:
-            return validate(incident)
+        if isinstance(incident, Incident):
+            return Generation(validate(incident), redraws)
+        redraws += incident == _HARMFUL
     raise ValueError(f"no recoverable incident for these knobs after {MAX_DRAWS} draws (seed {seed})")
+
+
+# Why a draw was redrawn: its labels were not recoverable, or its red herrings broke the label principle.
+_UNRECOVERABLE, _HARMFUL = "unrecoverable", "harmful herrings"
 
 
 def _draw(
     knobs: Knobs, rng: random.Random, incident_id: str, wanted: str, services: list[ServiceSpec], settle: bool
-) -> Incident | None:
+) -> Incident | str:
     names = [s.name for s in services]
     kinds = {s.name: s.kind for s in services}
     types = list(knobs.fault_types or FAULTS)
@@ -158,7 +171,7 @@ def _draw(
             # Minor incidents live where callers lean on a service lightly (queues, caches, async work).
             hosts = [n for n in hosts if KINDS[kinds[n]].caller_weight < 1.0] or hosts
         if not hosts:
-            return None
+            return _UNRECOVERABLE
         intensify_at = rng.randint(2, 4) if knobs.intensify and rng.random() < 0.5 else None
         faults.append(FaultSpec(service=rng.choice(hosts), type=fault_type, intensify_at=intensify_at))
     roots = {f.service for f in faults}
@@ -177,6 +190,9 @@ def _draw(
         metrics_lag=knobs.metrics_lag,
         log_gaps=gaps,
     )
+    # Red herrings do not depend on the faults' strengths: checked once per draw, before the search.
+    if not harmless_herrings(draft):
+        return _HARMFUL
     # Search the fault strengths for clear labels at the wanted severity: too severe halves the
     # range from above, too mild from below.
     low, high = knobs.intensity
@@ -200,7 +216,7 @@ def _draw(
                 high = max(low, middle)
             else:
                 low = min(high, middle)
-    return candidates[0] if candidates and settle else None
+    return candidates[0] if candidates and settle else _UNRECOVERABLE
 
 
 def _fault_count(rng: random.Random, bounds: tuple[int, int]) -> int:
@@ -258,34 +274,61 @@ def _entry_points(rng: random.Random, count: int, apps: list[str], queues: list[
 
 
 def _distractions(rng: random.Random, count: int, services: list[ServiceSpec], roots: set[str]) -> list[Distraction]:
-    """Real anomalies off the causal story, with strengths and onsets drawn like the faults'. Side work
-    (a batch job's CPU, a failing export) runs on any service, so it shows on roots as often as elsewhere;
-    a release, a stale warning, a misleading blame or a minor fault lands off the roots."""
+    """Real anomalies off the causal story, with strengths and onsets drawn like the faults', each on a
+    service its kind may stand on (`HerringType.stands`). Side work (a batch job's CPU, a failing export)
+    runs on any service, so it shows on roots as often as elsewhere; a release, a stale warning, a
+    misleading blame or a minor fault lands off the roots."""
     found: list[Distraction] = []
-    bystanders = [s for s in services if s.name not in roots]
-    for kind in rng.sample(DISTRACTIONS, min(count, len(DISTRACTIONS))):
+    kinds = list(HERRINGS.values())
+    for herring in rng.sample(kinds, min(count, len(kinds))):
         strength = round(rng.uniform(0.2, 1.0), 2)
-        if kind == "misleading_log":
-            # Any caller, on the blame path or not, may blame a dependency that is fine.
-            healthy = [(s, d) for s in services for d in s.depends_on if d not in roots]
-            if healthy:
-                service, blamed = rng.choice(healthy)
-                found.append(Distraction(kind=kind, service=service.name, blames=blamed, strength=strength))
-        elif kind == "minor_fault":
-            hosts = [(s, t) for s in bystanders for t in _HOSTED[s.kind]]
-            if hosts:
-                service, fault = rng.choice(hosts)
-                found.append(Distraction(kind=kind, service=service.name, fault=fault, strength=strength))
-        elif kind == "flaky_errors":
-            # Side work fails on any internal service, a root's included: its lines say nothing of the fault.
-            internal = [s for s in services if not s.user_facing]
-            if internal:
-                found.append(Distraction(kind=kind, service=rng.choice(internal).name, strength=strength))
-        elif kind == "noisy_neighbour":
-            found.append(Distraction(kind=kind, service=rng.choice(services).name, strength=strength))
-        elif bystanders:
-            found.append(Distraction(kind=kind, service=rng.choice(bystanders).name, strength=strength))
+        places = _places(herring, services, roots)
+        if places:
+            service, blames, fault = rng.choice(places)
+            found.append(Distraction(herring.name, service, blames=blames, strength=strength, fault=fault))
     return found
+
+
+# Where a herring may stand: (service, the dependency it blames, the fault type it shows).
+_Place = tuple[str, str | None, str | None]
+
+
+def _places(herring: HerringType, services: list[ServiceSpec], roots: set[str]) -> list[_Place]:
+    stands = herring.stands
+    if stands == "anywhere":
+        return [(s.name, None, None) for s in services]
+    if stands == "internal":
+        # Side work fails on any internal service, a root's included: its lines say nothing of the fault.
+        return [(s.name, None, None) for s in services if not s.user_facing]
+    if stands == "caller":
+        # Any caller, on the blame path or not, may blame a dependency that is fine.
+        return [(s.name, d, None) for s in services for d in s.depends_on if d not in roots]
+    bystanders = [s for s in services if s.name not in roots]
+    if stands == "host":
+        return [(s.name, None, t) for s in bystanders for t in _HOSTED[s.kind] if in_background(FAULTS[t])]
+    return [(s.name, None, None) for s in bystanders]
+
+
+def harmless_herrings(incident: Incident) -> bool:
+    """The label principle for red herrings: alone in the world (every fault removed) they cause no
+    graded user impact and raise no critical page, and any warning they raise is chronic, firing before
+    anything of the incident began. Their states are the same on every step from the page on (no fault
+    changes them), so the page is the step checked; none loses a write of record (`in_background`)."""
+    if not incident.distractions:
+        return True
+    alone = World(structs.replace(incident, faults=[]), shared=False)
+    if rubric(*alone.user_facing_impact(0), False) != "P2":
+        return False
+    now, before = alone.states_at(0), alone.states_at(pre_incident(alone.incident))
+    for spec in incident.services:
+        firing = fired(spec.user_facing, now[spec.name])
+        if any(rule.critical_at is not None and value >= rule.critical_at for rule, value in firing):
+            return False
+        if {rule.signal for rule, _ in firing} - {
+            rule.signal for rule, _ in fired(spec.user_facing, before[spec.name])
+        }:
+            return False
+    return True
 
 
 def _recoverable_severity(incident: Incident) -> Severity | None:

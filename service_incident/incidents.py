@@ -10,11 +10,9 @@ import msgspec
 from msgspec import Struct
 
 from .faults import FAULTS, TECHNOLOGIES
+from .herrings import HERRINGS, HerringKind, in_background
 from .topology import KINDS, dependency_order
 
-DistractionKind = Literal[
-    "noisy_neighbour", "recent_deploy", "misleading_log", "flaky_errors", "stale_alert", "minor_fault"
-]
 LogGap = Literal["partial", "empty"]
 
 
@@ -43,12 +41,12 @@ class FaultSpec(Struct, frozen=True, forbid_unknown_fields=True):
 class Distraction(Struct, frozen=True, forbid_unknown_fields=True):
     """A red herring: a real but unrelated signal, labelled so that tests and analysis can find it."""
 
-    kind: DistractionKind
+    kind: HerringKind
     service: str
     blames: str | None = None
     # How strong the red herring is, in [0, 1]; drawn from the incident when absent.
     strength: float | None = None
-    # A minor fault off the paged path: the fault type it shows.
+    # The fault type a minor fault shows (required by the kinds that are one, see herrings.HERRINGS).
     fault: str | None = None
 
 
@@ -111,6 +109,9 @@ def validate(incident: Incident) -> Incident:  # noqa: C901 (a flat list of chec
     for distraction in incident.distractions:
         if distraction.fault is not None and distraction.fault not in FAULTS:
             raise IncidentError(f"{incident.id}: unknown fault type {distraction.fault!r} in a distraction")
+        background = distraction.fault is not None and in_background(FAULTS[distraction.fault])
+        if HERRINGS[distraction.kind].minor_fault and not background:
+            raise IncidentError(f"{incident.id}: a {distraction.kind} names no fault type of background work")
         if distraction.service not in names or (distraction.blames and distraction.blames not in names):
             raise IncidentError(f"{incident.id}: distraction names an unknown service")
     if set(incident.log_gaps) - names:

@@ -48,12 +48,19 @@ class InspectLogs(_ActionBase, tag="inspect_logs", frozen=True):
     target: ServiceName
 
 
+# The breakdown's rows `errors_only` keeps: those failing at least this share of their work.
+ERRORS_ONLY_FLOOR = 0.01
+
+
 class InspectMetrics(_ActionBase, tag="inspect_metrics", frozen=True):
-    """Read a service's golden signals (p50/p99 latency, error rate, request rate, CPU, memory) with their history."""
+    """Read a service's golden signals (latency, errors, requests, CPU, memory), history, and per endpoint and job."""
 
     kind = "inspect"
     view = "metrics"
     target: ServiceName
+    # A filter that keeps the view short: one row of its per-endpoint breakdown, or its failing rows.
+    endpoint: Annotated[str, Meta(max_length=128)] | None = None
+    errors_only: bool = False
 
 
 class CheckHealth(_ActionBase, tag="check_health", frozen=True):
@@ -238,8 +245,20 @@ class MetricPoint(Struct, frozen=True):
     memory_pct: float
 
 
+class EndpointMetrics(Struct, frozen=True):
+    """One row of a service's per-endpoint breakdown now: a request endpoint in route form, or a
+    background job no request waits on (its runs per second, the share that fail, their p99)."""
+
+    endpoint: str
+    work: Literal["request", "job"]
+    rps: float
+    error_rate: float
+    p99_ms: float
+
+
 class Metrics(Struct, frozen=True):
-    """Golden signals of one service now, and minute by minute since before the page."""
+    """Golden signals of one service now (its requests'; its background jobs are rows of their own in
+    the breakdown), and minute by minute since before the page."""
 
     p50_ms: float
     p99_ms: float
@@ -248,6 +267,7 @@ class Metrics(Struct, frozen=True):
     cpu_pct: float
     memory_pct: float
     history: list[MetricPoint] = []
+    endpoints: list[EndpointMetrics] = []
 
     @property
     def latency_ms(self) -> float:

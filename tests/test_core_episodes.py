@@ -55,7 +55,9 @@ def test_loudest_signal_fails_most_hard_incidents() -> None:
         final = play(LoudestSignalAgent(), "hard", incident_id)[-1]
         assert final.breakdown is not None
         wrong += final.breakdown["root_cause"] == 0
-    assert wrong >= 4
+    # Most of them: a herring's failing background job no longer raises its service's error rate (its
+    # job's row shows it), so the loudest service is a root more often than when it did.
+    assert wrong > len(TASKS["hard"].incidents) / 2
 
 
 SEED_LABELS = {

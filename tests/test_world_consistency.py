@@ -26,7 +26,10 @@ _CRASH = re.compile(r"signal 11|SIGSEGV|status=139|OutOfMemoryError|MemoryError|
 _LIMIT = re.compile(r"(\d+)Mi (?:limit|used)|limit \((\d+)Mi\)|of (\d+)Mi")
 # A service's settings, which every line and every pod of it states alike.
 _SETTING = re.compile(r"maxmemory reached \((\w+)\)|quota (\d+)/min|limit \((\d+)Mi\)")
-_HTTP_WORK = re.compile(r"webhook|job=|status=[2-5]\d\d\b|returned 50\d|x509|provider|HTTP|batch job|nightly report")
+_HTTP_WORK = re.compile(
+    r"webhook|job=(?:nightly-export|report-upload)|status=[2-5]\d\d\b|returned 50\d|x509|provider|HTTP"
+    r"|batch job|nightly report"
+)
 
 
 def _seconds(age: str) -> int:
@@ -251,7 +254,8 @@ def test_words_fit_the_technology_and_callers_feel_their_dependencies(difficulty
             node = world.plan.by_name[spec.name]
             logs = telemetry.logs(spec.name, 0)
             if spec.kind in (*RECORD_KINDS, "cache"):
-                # A datastore or broker has no webhooks, export, report or reindexing jobs or HTTP statuses of its own.
+                # A datastore or broker has no webhooks, export, report or reindexing jobs or HTTP statuses of its
+                # own: its jobs are backups, snapshots and audit streams.
                 assert not _HTTP_WORK.search(logs), (spec.name, node.tech, logs)
             # Callers of a datastore never say it answered with an HTTP status.
             assert not re.search(r":(3306|5432|6379|11211|9092|5672)\S* .*returned 50\d", logs), logs
@@ -296,7 +300,7 @@ def _originating(traces: str, service: str) -> set[str]:
 
 def test_everyday_noise_and_failing_spans_do_not_tell_roots_from_red_herrings() -> None:
     """Everyday lines show on roots as on other services, and a red herring's minor fault that fails
-    requests starts failing spans of its own, with the same statuses a root's can have."""
+    runs of a background job starts failing spans of its own, with the same statuses a root's can have."""
     noisy_roots = 0
     herring_statuses: set[str] = set()
     for seed in range(120):
@@ -308,7 +312,7 @@ def test_everyday_noise_and_failing_spans_do_not_tell_roots_from_red_herrings() 
         state = world.states_at(0)
         for distraction in incident.distractions:
             service = distraction.service
-            if distraction.kind == "minor_fault" and service not in roots and state[service].minor_error > 0.1:
+            if distraction.kind == "minor_fault" and service not in roots and state[service].minor_error > 0.05:
                 herring_statuses |= _originating(telemetry.traces(service, 0), service)
     assert noisy_roots >= 10
     assert {"error(500)", "error(503)"} <= herring_statuses, herring_statuses

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from service_incident.models import ACTION_TYPES, ResetRequest
+from service_incident.models import ACTION_TYPES, ERRORS_ONLY_FLOOR, ResetRequest
 from service_incident.world.rubric import SEVERITY_RUBRIC
 
 # Accepted on every action because OpenEnv's pydantic actions always send it, and ignored: a caller
@@ -28,10 +28,14 @@ ARGUMENT_NOTES: dict[str, str] = {
     "additional_targets": "Further root-cause services, when more than one is at fault.",
     "rationale": "Why you take this action, citing what you observed. Required in some tasks.",
     "endpoint": (
-        "Only this endpoint of the target, in route form as the view's breakdown by endpoint lists it "
-        "(such as `POST /v1/charges` or `GET /v1/orders/{id}`); one the service does not serve is refused."
+        "Only this row of the view's breakdown by endpoint: a request endpoint in route form (such as "
+        "`POST /v1/charges` or `GET /v1/orders/{id}`) or, in metrics, a background job (`nightly-export`); "
+        "one the service does not have is refused."
     ),
-    "errors_only": "Only what failed: the failed requests, and the endpoints that failed any.",
+    "errors_only": (
+        "Only what failed: in traces the failed requests and the endpoints that failed any; in metrics the "
+        f"breakdown's rows failing at least {ERRORS_ONLY_FLOOR:.0%} of their requests or runs."
+    ),
     "task_id": "The task to play (see GET /tasks); the default task when omitted.",
     "seed": (
         "Seed of the incident drawn and of its telemetry; when omitted, a random one, told once the episode is over."

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 
 from ..faults import APP_TECHS, CHANGED_FILES, FAULTS, PROXY_TECHS, changed_files
+from ..herrings import HERRINGS
 from ..world import World, distraction_onset, fault_lead, spread, unit
 from .clock import clock, format_time, parse_time
 from .phrases import CANARY_SHARE, RELEASE_AUTHORS, RELEASE_NOTES
@@ -41,7 +42,7 @@ def deploys(world: World, service: str, step: int) -> str:
             entries.append((moment, _release(world, service, current, kind.change, kind.touches, index)))
             changed = True
     for index, distraction in enumerate(incident.distractions):
-        if distraction.service == service and distraction.kind == "recent_deploy" and not changed:
+        if distraction.service == service and HERRINGS[distraction.kind].ships and not changed:
             before = distraction_onset(incident.id, index) + spread(1, 8, incident.id, index)
             moment = started - timedelta(minutes=before)
             entries.append((moment, _release(world, service, current, _form(world, service), None, index)))

@@ -10,22 +10,22 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from ..faults import FAULTS, FaultType
+from ..herrings import HERRINGS, MINOR_STRENGTH, HerringType, minor_fault
 from ..incidents import Distraction
 from ..topology import KINDS, OPERATIONS, PORTS, ROUTINE_BY_TECH
 from ..world import Edge, World, distraction_onset, fault_lead, spread, unit
 from .clock import clock, epoch_ms, format_time, parse_time, stamp_ms
 from .deploys import version
+from .jobs import job_for, job_lines
 from .phrases import (
     CONFIG_SYNC_MINUTES,
     DATASTORE_WORK,
-    DISTRACTION_LOGS,
-    EVERYDAY_RATES,
     REMEDY_LOGS,
     ROUTINE_LINES,
     TECH_WORK,
     incident_vocabulary,
 )
-from .pods import MINOR_STRENGTH, Pod, pods
+from .pods import Pod, pods
 from .schemas import blocker_pid, client_of, client_tables
 from .templates import fill, hexkey, pick, pick_fixed, rng_for
 
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from .state import TelemetryState
 
 LOG_WINDOW_S = 120
+# The side work every service shows now and then, whether or not anything is wrong with it.
+_EVERYDAY = tuple(herring for herring in HERRINGS.values() if herring.everyday)
 # Lines only the pods whose containers crash write.
 _CRASHING = "*crashing"
 # Lines of an event at a fixed moment, which whichever look shows it shows from the same pod.
@@ -102,10 +104,7 @@ def _evidence(world: World, service: str, step: int, begin_ms: int, end_ms: int)
         groups.append((calls, begin_ms, end_ms, ""))
     for index, distraction in enumerate(incident.distractions):
         if distraction.service == service and step >= -distraction_onset(incident.id, index):
-            minor = FAULTS[distraction.fault] if distraction.kind == "minor_fault" and distraction.fault else None
-            who = _CRASHING if minor and minor.termination else ""
-            lines = distraction_lines(world, distraction.kind, distraction, index)
-            groups.append((lines, begin_ms, end_ms, who))
+            groups.append((distraction_lines(world, distraction, index), begin_ms, end_ms, ""))
     return groups
 
 
@@ -134,10 +133,10 @@ def _remedies(state: TelemetryState, service: str, step: int, end_ms: int, group
 def _side_work(world: World, service: str, begin_ms: int, end_ms: int) -> list[_Group]:
     """Everyday noise, and the periodic config syncs."""
     groups: list[_Group] = []
-    for kind, rate in EVERYDAY_RATES.items():
+    for herring in _EVERYDAY:
         # Everyday noise is everyday: any service, at fault or not, shows it at its own keyed rate.
-        if unit(world.incident.id, service, kind, "everyday") < rate:
-            groups.append((_side_work_lines(world, kind, service, (service, "everyday")), begin_ms, end_ms, ""))
+        if unit(world.incident.id, service, herring.name, "everyday") < herring.everyday:
+            groups.append((_side_work_lines(world, herring, service, (service, "everyday")), begin_ms, end_ms, ""))
     period_ms, phase_ms, line = _config_sync(world, service)
     # Each periodic sync reloads the service's configuration at its own moment: the same moments on
     # every look, one period apart, and never a change, as deploy history lists none.
@@ -275,42 +274,44 @@ def _caller_line(world: World, edge: Edge, cause: str, share: float) -> str:
     return f'ERROR req={{hex:8}} "{{endpoint}}" status={status} {where} err="{error}"'.replace("  ", " ")
 
 
-def distraction_lines(world: World, kind: str, distraction: Distraction, index: int) -> list[str]:
+def distraction_lines(world: World, distraction: Distraction, index: int) -> list[str]:
     iid = world.incident.id
-    options = DISTRACTION_LOGS[kind]
-    if kind == "misleading_log":
+    herring = HERRINGS[distraction.kind]
+    if herring.writes == "blame":
         blamed = distraction.blames or ""
         node = world.plan.by_name[distraction.service]
         edge = next((e for e in node.edges if e.dep == blamed), None)
         deadline = f"{edge.deadline_ms:.0f}" if edge else "2000"
         level_ = "ERROR" if unit(iid, index, "blame") < 0.5 else "WARN"
-        line = options[int(unit(iid, index, "line") * len(options))]
+        line = herring.lines[int(unit(iid, index, "line") * len(herring.lines))]
         count = 1 + int(unit(iid, index, "count") * 4)
         # Blamed in the words its technology would fail in, like a real failing call.
         datastore = blamed in world.plan.by_name and world.plan.by_name[blamed].kind in OPERATIONS
         status, failure = ("500", "command failed: server error") if datastore else ("503", "upstream returned 503")
         return [line.format(level=level_, blamed=blamed, deadline=deadline, status=status, failure=failure)] * count
-    if kind == "minor_fault":
-        fault = FAULTS[distraction.fault or "slow_query"]
-        return fault_lines(world, fault, distraction.service, 100 + index, MINOR_STRENGTH)
-    return _side_work_lines(world, kind, distraction.service, (index,))
+    fault = minor_fault(distraction.kind, distraction.fault)
+    if fault is not None:
+        # Its failures are a background job's: a line naming an endpoint names that job.
+        job = job_for(world, distraction.service, index).name
+        lines = fault_lines(world, fault, distraction.service, 100 + index, MINOR_STRENGTH)
+        return [line.replace('"{endpoint}"', f'"{job}"') for line in lines]
+    return _side_work_lines(world, herring, distraction.service, (index,))
 
 
-def _side_work_lines(world: World, kind: str, service: str, key: tuple[object, ...]) -> list[str]:
-    """Lines of a service's side work (a batch job, a failing export), in words
-    of its technology: a datastore has backups and snapshots, no webhooks."""
-    iid = world.incident.id
-    options = DISTRACTION_LOGS[kind]
+def _side_work_lines(world: World, herring: HerringType, service: str, key: tuple[object, ...]) -> list[str]:
+    """Lines of a service's side work: a failing background job's, or busy work in the words of its
+    technology (a datastore compacts, a proxy rotates its access logs)."""
+    if herring.side_errors is not None:
+        return job_lines(world, service, *key)
+    iid, kind = world.incident.id, herring.name
+    options = herring.lines
     node = world.plan.by_name[service]
     if node.kind in OPERATIONS:
         options = DATASTORE_WORK.get(kind, options)
     options = incident_vocabulary(iid, kind, TECH_WORK.get(node.tech, {}).get(kind, options))
     if not options:
         return []
-    chosen = list(dict.fromkeys(options[int(unit(iid, *key, kind, n) * len(options))] for n in range(2)))
-    # Side work that fails retries: its lines repeat as often as a real fault's.
-    repeats = 1 + int(unit(iid, *key, kind, "repeats") * 3)
-    return [line for line in chosen for _ in range(repeats)] if kind == "flaky_errors" else chosen
+    return list(dict.fromkeys(options[int(unit(iid, *key, kind, n) * len(options))] for n in range(2)))
 
 
 def _expired(world: World, service: str) -> str:

@@ -52,7 +52,10 @@ _RENDER: dict[str, Callable[[TelemetryState, str, int, Scope], str]] = {
     ),
 }
 # The endpoints a view breaks a service down by, for the views that do (its `Scope.endpoint` is one of them).
-_ENDPOINTS: dict[str, Callable[[str], tuple[str, ...]]] = {"traces": routes}
+_ENDPOINTS: dict[str, Callable[[World, str], tuple[str, ...]]] = {
+    "traces": lambda world, service: routes(world.plan.by_name[service].kind),
+    "metrics": metrics.endpoints,
+}
 
 
 class Telemetry:
@@ -72,7 +75,9 @@ class Telemetry:
         if previous is not None and previous[0] == epoch:
             old = previous[1]
             return Look(view, service, old.text, old.metrics, changed=False, step=old.step)
-        shown = self.metrics(service, step) if view == "metrics" else None
+        shown = None
+        if view == "metrics":
+            shown = metrics.filtered(self.metrics(service, step), scope.endpoint, scope.errors_only)
         text = _RENDER[view](state, service, step, scope) if shown is None else metrics.metrics_text(shown)
         look = Look(view, service, text, shown, changed=True, step=step)
         state.seen[(view, service, scope)] = (epoch, look)
@@ -80,8 +85,8 @@ class Telemetry:
 
     def endpoints(self, view: View, service: str) -> tuple[str, ...]:
         """The endpoints a view of a service can be scoped to; none for a view that is not broken down by endpoint."""
-        by_kind = _ENDPOINTS.get(view)
-        return by_kind(self.world.plan.by_name[service].kind) if by_kind else ()
+        listed = _ENDPOINTS.get(view)
+        return listed(self.world, service) if listed else ()
 
     def _epoch(self, view: View, service: str, step: int) -> object:
         """What a view is rendered from besides the clock: faults' strengths and demand, and the remedies applied."""

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
+from ..herrings import HERRINGS
 from ..incidents import Incident
 from ..models import Alert
 from ..world import (
@@ -20,6 +21,7 @@ from ..world import (
     World,
     distraction_strength,
     fault_lead,
+    pre_incident,
     spread,
     unit,
 )
@@ -85,6 +87,9 @@ _WATCHING: dict[bool, tuple[AlertRule, ...]] = {
 }
 _RULES = {rule.signal: rule for rule in ALERT_RULES}
 
+# How long before the incident a chronic warning (a stale disk page, a signal over its threshold before
+# anything of the incident began) has been firing, in hours: (least, most).
+CHRONIC_HOURS = (2, 30)
 # Pages of untouched steps, by incident: they follow the incident's states alone, not an episode's
 # seed, so every episode of the incident shares them. As many incidents as the world keeps states of.
 _SHARED: dict[bytes, dict[int, list[Alert]]] = {}
@@ -184,15 +189,28 @@ def _history_of(state: TelemetryState, step: int) -> AlertHistory:
 
 
 def _since(state: TelemetryState, service: str, signal: str, began: int) -> str:
-    """When an alert began, as pages print it; kept, since every step renders every alert."""
+    """When an alert began, as pages print it, on the minute it first fired (faults and herrings share
+    this clock); kept, since every step renders every alert."""
     since = state.since.get((service, signal, began))
     if since is None:
-        moment = clock(state.world, began)
-        # A signal firing since the start of the history has been firing for longer.
+        world = state.world
+        fired_at = began
         if began == -HISTORY_MINUTES:
-            moment -= timedelta(minutes=spread(5, 240, state.world.incident.id, service, signal))
+            # Firing since the start of the history: it began when it first fired before that, or, if
+            # it fired before anything of the incident began, hours ago (a chronic warning).
+            first = pre_incident(world.incident)
+            while fired_at > first and (service, signal) in readings(state, fired_at - 1):
+                fired_at -= 1
+        moment = clock(world, fired_at)
+        if fired_at == pre_incident(world.incident):
+            moment -= timedelta(minutes=_chronic_minutes(world.incident.id, service, signal))
         since = state.since[(service, signal, began)] = format_time(moment)
     return since
+
+
+def _chronic_minutes(*key: object) -> int:
+    """How long before the incident a chronic warning had been firing: hours, on the minute."""
+    return int(spread(CHRONIC_HOURS[0] * 60, CHRONIC_HOURS[1] * 60, *key, "chronic"))
 
 
 def _stale_alerts(state: TelemetryState) -> list[Alert]:
@@ -202,10 +220,10 @@ def _stale_alerts(state: TelemetryState) -> list[Alert]:
         started = parse_time(incident.started_at)
         found = []
         for index, distraction in enumerate(incident.distractions):
-            if distraction.kind == "stale_alert":
+            if HERRINGS[distraction.kind].stale_page:
                 strength = distraction_strength(distraction, incident.id, index)
                 value = round(80.0 + 12.0 * strength, 1)
-                since = started - timedelta(minutes=spread(3, 300, incident.id, index, "stale"))
+                since = started - timedelta(minutes=_chronic_minutes(incident.id, index, "stale"))
                 found.append(_disk_alert(world, distraction.service, value, value, since, "firing"))
         state.stale_alerts = found
     return state.stale_alerts

@@ -1,5 +1,5 @@
-"""The phrase tables log lines are drawn from: side work and red herrings by technology, the lines
-remedies leave, and the notes releases carry."""
+"""The phrase tables log lines are drawn from: side work by technology (a red herring's own lines are
+in its row of herrings.HERRINGS), the lines remedies leave, and the notes releases carry."""
 
 from __future__ import annotations
 
@@ -63,59 +63,21 @@ RELEASE_AUTHORS = ("ci-bot", "release-bot", "argocd", "spinnaker", "deploy-pipel
 # faults that are a canary's, so a canary release says no more about breaking than a full one.
 CANARY_SHARE = 0.25
 
-DISTRACTION_LOGS: dict[str, tuple[str, ...]] = {
-    "noisy_neighbour": (
-        "INFO batch job reindex-{hex:4} running, processed {int:10000:90000} rows",
-        "INFO background compaction in progress ({int:20:80}% done)",
-        "WARN cpu throttled for {int:10:40}% of the last period",
-        "INFO nightly report generation started for {int:100:900} accounts",
-    ),
-    # A release's trace is its deploy history and its pods' age, not a line of its own.
-    "recent_deploy": (),
-    "misleading_log": (
-        '{level} req={{hex:8}} "{{endpoint}}" status=504 upstream={blamed} err="deadline exceeded after {deadline}ms"',
-        "{level} slow response from upstream={blamed} rt={{int:300:900}}ms, retrying (attempt 2/3)",
-        '{level} req={{hex:8}} "{{endpoint}}" status={status} upstream={blamed} err="{failure}"',
-    ),
-    "flaky_errors": (
-        "ERROR partner webhook delivery failed: x509: certificate has expired host=hooks.partner.io",
-        "WARN provider responded 429 Too Many Requests retry_after={int:20:120}s job=nightly-export",
-        "ERROR export job {hex:6} failed: deadline exceeded after {int:1000:5000}ms",
-        "ERROR upload to object storage failed: connection reset by peer bucket=reports-{hex:4}",
-        "WARN GC pause {float:0:3}s heap={int:70:90}%",
-    ),
-    "stale_alert": (),
-    "minor_fault": (),
-}
-# How often any service shows each kind of everyday noise whether or not anything is wrong with it:
-# near the rate a red herring of that kind adds, so the lines say little about which service is at fault.
-EVERYDAY_RATES = {"noisy_neighbour": 0.25, "flaky_errors": 0.2}
 # The periods a service's config sync runs on, in minutes: a two-minute log window shows a reload from
 # about a quarter of services.
 CONFIG_SYNC_MINUTES = (3, 5, 8, 10, 15)
-# A datastore's own side work (no webhooks, exports, reports or reindexing jobs of its own): backups,
-# snapshots, audit streams, compaction.
+# A datastore's own busy side work (no reports or reindexing jobs of its own): compaction. The jobs
+# that fail are in `jobs`.
 THROTTLED = "WARN cpu throttled for {int:10:40}% of the last period"
 DATASTORE_WORK: dict[str, tuple[str, ...]] = {
-    "flaky_errors": (
-        "ERROR backup upload to object storage failed: connection reset by peer bucket=backups-{hex:4}",
-        "WARN scheduled snapshot {hex:6} failed: deadline exceeded after {int:1000:5000}ms, will retry",
-        "ERROR audit stream shipping to analytics failed: connection refused host=audit-sink.internal",
-    ),
     "noisy_neighbour": (
         "INFO background compaction in progress ({int:20:80}% done)",
         THROTTLED,
     ),
 }
-# Side work of technologies that keep no data of their own or run no jobs: a proxy rotates and ships
-# its access logs; memcached persists nothing; redis snapshots and rewrites its append-only file.
+# Busy side work of technologies that keep no data of their own or run no jobs: a proxy rotates its
+# access logs; memcached rebalances its slabs; redis rewrites its append-only file.
 PROXY_WORK: dict[str, tuple[str, ...]] = {
-    "flaky_errors": (
-        "ERROR access log shipping failed: connection reset by peer host=log-sink.internal",
-        "WARN access log upload to object storage failed: deadline exceeded after {int:1000:5000}ms, will retry",
-        "ERROR job=geoip-refresh download failed: connection timed out host=geoip-mirror.internal",
-        "WARN job=ocsp-refresh OCSP responder unreachable for stapling, keeping cached response",
-    ),
     "noisy_neighbour": (
         "INFO access log rotation: compressing {int:2:9} files",
         "INFO job=geoip-refresh loaded database build {int:20260101:20261130}",
@@ -125,12 +87,6 @@ PROXY_WORK: dict[str, tuple[str, ...]] = {
 }
 # Side work of application runtimes, in each one's words: its schedulers, task queues, collectors.
 # Every job line names its job: a fault's lines name the request path they fail instead.
-_JOB_FAILURES = (
-    "ERROR partner webhook delivery failed: x509: certificate has expired host=hooks.partner.io job=webhooks",
-    "WARN provider responded 429 Too Many Requests retry_after={int:20:120}s job=nightly-export",
-    "ERROR export job {hex:6} failed: deadline exceeded after {int:1000:5000}ms",
-    "ERROR upload to object storage failed: connection reset by peer bucket=reports-{hex:4}",
-)
 _JOB_WORK = (
     "INFO batch job reindex-{hex:4} running, processed {int:10000:90000} rows",
     "INFO nightly report generation started for {int:100:900} accounts",
@@ -138,14 +94,6 @@ _JOB_WORK = (
 )
 APP_WORK: dict[str, dict[str, tuple[str, ...]]] = {
     "jvm": {
-        "flaky_errors": (
-            *_JOB_FAILURES,
-            "ERROR [quartz-{int:1:4}] job=invoice-sync failed: java.net.SocketTimeoutException: Read timed out",
-            "WARN [kafka-producer-network-thread] job=audit-events send failed, retrying: "
-            "org.apache.kafka.common.errors.TimeoutException",
-            "ERROR [scheduler-{int:1:8}] job=report-export failed: SdkClientException: Unable to execute HTTP request",
-            "WARN GC pause {float:0:3}s heap={int:70:90}%",
-        ),
         "noisy_neighbour": (
             *_JOB_WORK,
             "INFO [G1 Young Generation] GC pause {int:8:60}ms, heap {int:40:70}% after collection",
@@ -154,12 +102,6 @@ APP_WORK: dict[str, dict[str, tuple[str, ...]]] = {
         ),
     },
     "go": {
-        "flaky_errors": (
-            *_JOB_FAILURES,
-            'ERROR job=webhook-dispatch: Post "https://hooks.partner.io/events": context deadline exceeded',
-            "WARN job=s3-sync: RequestError: send request failed: read: connection reset by peer",
-            "ERROR job=ledger-export: rpc error: code = Unavailable desc = connection refused",
-        ),
         "noisy_neighbour": (
             *_JOB_WORK,
             "INFO runtime: gc {int:100:999} heap {int:120:300}MB -> {int:60:110}MB, {int:2:9}ms pause",
@@ -167,12 +109,6 @@ APP_WORK: dict[str, dict[str, tuple[str, ...]]] = {
         ),
     },
     "python": {
-        "flaky_errors": (
-            *_JOB_FAILURES,
-            "ERROR celery task export_reports[{hex:8}] raised: requests.exceptions.ReadTimeout",
-            "WARN celery task send_webhooks[{hex:8}] retry in {int:10:120}s: SSLError(certificate has expired)",
-            "ERROR job=upload-archives botocore.exceptions.EndpointConnectionError: could not connect to endpoint",
-        ),
         "noisy_neighbour": (
             *_JOB_WORK,
             "INFO celery beat: sending due task nightly_rollup",
@@ -181,12 +117,6 @@ APP_WORK: dict[str, dict[str, tuple[str, ...]]] = {
         ),
     },
     "node": {
-        "flaky_errors": (
-            *_JOB_FAILURES,
-            "ERROR job=email-digest failed: FetchError: request to https://hooks.partner.io failed: socket hang up",
-            "WARN job=sitemap-build upload failed: ETIMEDOUT bucket=reports-{hex:4}",
-            "ERROR job=search-sync failed: ECONNRESET host=indexer.internal",
-        ),
         "noisy_neighbour": (
             *_JOB_WORK,
             "INFO job=sitemap-build generated {int:1000:9000} urls",
@@ -198,11 +128,6 @@ TECH_WORK: dict[str, dict[str, tuple[str, ...]]] = {
     **dict.fromkeys(PROXY_TECHS, PROXY_WORK),
     **APP_WORK,
     "postgres": {
-        "flaky_errors": (
-            *DATASTORE_WORK["flaky_errors"],
-            "WARN archive command failed with exit code 1: WAL segment {hex:8} not shipped to backups-{hex:4}",
-            'ERROR logical replication worker for subscription "analytics_sub" exited: connection timed out',
-        ),
         "noisy_neighbour": (
             *DATASTORE_WORK["noisy_neighbour"],
             'INFO automatic analyze of table "app.public.orders": {int:1000:90000} rows sampled',
@@ -210,11 +135,6 @@ TECH_WORK: dict[str, dict[str, tuple[str, ...]]] = {
         ),
     },
     "mysql": {
-        "flaky_errors": (
-            *DATASTORE_WORK["flaky_errors"],
-            "WARN [MY-010584] Replica I/O for channel 'analytics': error reconnecting to source, retrying",
-            "ERROR xtrabackup stream to backups-{hex:4} failed: connection reset by peer",
-        ),
         "noisy_neighbour": (
             *DATASTORE_WORK["noisy_neighbour"],
             "INFO InnoDB: Buffer pool(s) load completed ({int:20:99}%)",
@@ -222,11 +142,6 @@ TECH_WORK: dict[str, dict[str, tuple[str, ...]]] = {
         ),
     },
     "kafka": {
-        "flaky_errors": (
-            *DATASTORE_WORK["flaky_errors"],
-            "WARN [MirrorMaker] connection to dr-cluster failed, backing off {int:1:30}s",
-            "ERROR [tiered-storage] segment upload to bucket=archive-{hex:4} failed: deadline exceeded",
-        ),
         "noisy_neighbour": (
             *DATASTORE_WORK["noisy_neighbour"],
             "INFO [Log partition=events-{int:0:11}] Deleting segment {int:100000:999999} (retention)",
@@ -234,20 +149,12 @@ TECH_WORK: dict[str, dict[str, tuple[str, ...]]] = {
         ),
     },
     "rabbitmq": {
-        "flaky_errors": (
-            *DATASTORE_WORK["flaky_errors"],
-            "WARN shovel dr-shovel: connection to dr-broker.internal refused, retrying in {int:1:30}s",
-        ),
         "noisy_neighbour": (
             *DATASTORE_WORK["noisy_neighbour"],
             "INFO queue 'reports' policy ttl applied, {int:100:9000} messages expired",
         ),
     },
     "memcached": {
-        "flaky_errors": (
-            "ERROR stats export to metrics sink failed: connection refused host=stats-sink.internal",
-            "WARN stats push to metrics sink timed out after {int:1000:5000}ms, will retry",
-        ),
         "noisy_neighbour": (
             "INFO slab rebalancer moved {int:2:40} pages between classes",
             "INFO LRU crawler reclaimed {int:100:9000} expired items",
@@ -255,10 +162,6 @@ TECH_WORK: dict[str, dict[str, tuple[str, ...]]] = {
         ),
     },
     "redis": {
-        "flaky_errors": (
-            *DATASTORE_WORK["flaky_errors"],
-            "WARN RDB snapshot upload to backups-{hex:4} failed: deadline exceeded, will retry",
-        ),
         "noisy_neighbour": (
             "INFO Background append only file rewriting started ({int:20:80}% done)",
             "INFO active expire cycle removed {int:1000:90000} keys",

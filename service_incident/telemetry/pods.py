@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ..faults import FAULTS, FaultType
-from ..world import HISTORY_MINUTES, World, distraction_onset, fault_lead, spread, unit
+from ..world import HISTORY_MINUTES, World, fault_lead, spread, unit
 from .clock import clock, parse_time, step_of
 from .deploys import deploys, version
 from .templates import hexkey
@@ -18,8 +18,6 @@ from .templates import hexkey
 if TYPE_CHECKING:
     from .state import TelemetryState
 
-# How strongly a red herring's minor fault shows in its service's own views.
-MINOR_STRENGTH = 0.4
 # The fault that crashes a service's containers, the step it began, and its strength by step.
 Crash = tuple[FaultType, int, Callable[[int], float]]
 # Pods by (service, step, remedies applied so far): a step's pods change only with a remedy. A service
@@ -139,9 +137,9 @@ def _crashed(
 
 
 def crash(state: TelemetryState, service: str) -> Crash | None:
-    """The fault that crashes a service's containers, the step it began, and its strength by step: a
-    fault of the incident, or a red herring's minor fault, which crashes a container now and then
-    (kept: it depends on the incident alone)."""
+    """The fault of the incident that crashes a service's containers, the step it began, and its
+    strength by step (kept: it depends on the incident alone). A red herring's minor fault crashes none:
+    its failures are background work's."""
     if service not in state.crashes:
         state.crashes[service] = _find_crash(state.world, service)
     return state.crashes[service]
@@ -153,11 +151,6 @@ def _find_crash(world: World, service: str) -> Crash | None:
         kind = FAULTS[fault.type]
         if fault.service == service and kind.termination:
             return kind, -fault_lead(incident, fault, index), lambda s, i=index: world.strengths(s)[i]
-    for index, distraction in enumerate(incident.distractions):
-        minor = FAULTS[distraction.fault] if distraction.kind == "minor_fault" and distraction.fault else None
-        if distraction.service == service and minor and minor.termination:
-            onset = -distraction_onset(incident.id, index)
-            return minor, onset, lambda s, o=onset: MINOR_STRENGTH if s >= o else 0.0
     return None
 
 

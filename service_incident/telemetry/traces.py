@@ -14,6 +14,7 @@ from ..faults import FailureMode
 from ..world import Edge, Node, ServiceState, World
 from ..world.lognormal import Z99
 from .endpoints import operations, route, routes
+from .jobs import minor_job
 from .templates import fill, rng_for
 
 if TYPE_CHECKING:
@@ -47,9 +48,10 @@ class _SpanSource:
     sigma: float
     own_error: float
     failure: str
-    # A red herring's minor fault fails requests of its own too, in its fault type's words.
+    # A red herring's minor fault fails runs of a background job too, in its fault type's words.
     minor_error: float
     minor_failure: str
+    minor_job: str
     call_error: float
 
 
@@ -139,7 +141,7 @@ def _span_source(world: World, service: str, states: dict[str, ServiceState]) ->
     templates = operations(node.kind)
     sigma = max(math.log(max(state.self_p99_ms, state.self_p50_ms * 1.01) / state.self_p50_ms) / Z99, 1e-6)
     upstream_ok = math.prod(1.0 - share for _, share, _ in state.failing_upstreams)
-    own_error = 1.0 - (1.0 - state.error_rate + state.side_error) / max(upstream_ok, 1e-9)
+    own_error = 1.0 - (1.0 - state.error_rate) / max(upstream_ok, 1e-9)
     return _SpanSource(
         node=node,
         operations=templates,
@@ -151,7 +153,8 @@ def _span_source(world: World, service: str, states: dict[str, ServiceState]) ->
         failure=SPAN_STATUS[state.mode] if state.fault_strength else "error(500)",
         minor_error=state.minor_error,
         minor_failure=SPAN_STATUS[state.minor_mode],
-        call_error=max(0.0, state.call_failure - state.error_rate + state.side_error),
+        minor_job=minor_job(world, service) if state.minor_error else "",
+        call_error=max(0.0, state.call_failure - state.error_rate),
     )
 
 
@@ -184,9 +187,10 @@ def _span(  # noqa: C901
     if draw < own_error:
         status = source.failure
     elif source.minor_error and edge is None and draw < own_error + source.minor_error * (1.0 - own_error):
-        # A red herring's minor fault fails requests no caller sends (its callers do not suffer):
-        # they show where a trace starts at the service, never inside a caller's request.
+        # A red herring's minor fault fails runs of a background job, which no caller's request waits
+        # on: they show where a trace starts at the service, at that job, never inside a request.
         status = source.minor_failure
+        op = source.minor_job
     if depth < TRACE_DEPTH:
         for child in source.node.edges:
             if random_() >= child.share:

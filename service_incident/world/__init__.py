@@ -18,8 +18,8 @@ from .draws import spread, unit, wobbles
 from .rubric import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS, SEVERITIES, SEVERITY_RUBRIC, rubric
 
 if TYPE_CHECKING:
-    from .course import distraction_onset, distraction_strength, fault_lead
-    from .episode import HISTORY_MINUTES, World
+    from .course import HISTORY_MINUTES, distraction_onset, distraction_strength, fault_lead, pre_incident
+    from .episode import World
     from .plan import Edge, Node, technology
     from .simulation import ServiceState
 
@@ -29,7 +29,8 @@ _SIMULATOR = {
     "distraction_onset": "course",
     "distraction_strength": "course",
     "fault_lead": "course",
-    "HISTORY_MINUTES": "episode",
+    "HISTORY_MINUTES": "course",
+    "pre_incident": "course",
     "World": "episode",
     "Edge": "plan",
     "Node": "plan",
@@ -62,6 +63,7 @@ __all__ = [
     "distraction_onset",
     "distraction_strength",
     "fault_lead",
+    "pre_incident",
     "rubric",
     "spread",
     "technology",

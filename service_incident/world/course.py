@@ -7,15 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..faults import FAULTS, FaultType
+from ..herrings import HERRINGS, MINOR_CPU_SHARE, MINOR_ERROR_SHARE, minor_fault
 from ..incidents import Distraction, FaultSpec, Incident
 from .draws import spread, unit
 from .simulation import SideEffect
 
+# Minutes of history before the page that metrics keep.
+HISTORY_MINUTES = 12
 # Relief from a palliative remedy lasts this many steps at about this share of the fault's strength.
 RELIEF_STEPS = 2
 RELIEF_SHARE = 0.3
-# The red herrings with side effects on the state; the others show in telemetry alone.
-SIDE_KINDS = frozenset({"noisy_neighbour", "flaky_errors", "minor_fault"})
 
 
 def fault_lead(incident: Incident, spec: FaultSpec, index: int) -> int:
@@ -86,6 +87,14 @@ def distraction_onset(incident_id: str, index: int) -> int:
     return 1 + int(unit(incident_id, index, "onset") * 14)
 
 
+def pre_incident(incident: Incident) -> int:
+    """The last minute before anything of the incident (a fault building up, a red herring) began, or
+    before the history, whichever is earlier: what was firing then has been firing for hours."""
+    onsets = [-fault_lead(incident, fault, index) for index, fault in enumerate(incident.faults)]
+    onsets += [-distraction_onset(incident.id, index) for index in range(len(incident.distractions))]
+    return min([-HISTORY_MINUTES, *onsets]) - 1
+
+
 # A red herring with side effects: (distraction, first step it shows, strength).
 SideWork = tuple[Distraction, int, float]
 
@@ -94,29 +103,41 @@ def side_work(incident: Incident) -> tuple[SideWork, ...]:
     return tuple(
         (d, -distraction_onset(incident.id, index), distraction_strength(d, incident.id, index))
         for index, d in enumerate(incident.distractions)
-        if d.kind in SIDE_KINDS
+        if HERRINGS[d.kind].side_effects
     )
 
 
+def background_error(distraction: Distraction, strength: float) -> float:
+    """The error rate a red herring fails its service's background work with (a job's runs, never a
+    request): side work failing, or a minor fault's; 0 for a herring that fails nothing."""
+    herring = HERRINGS[distraction.kind]
+    fault = minor_fault(distraction.kind, distraction.fault)
+    if fault is not None:
+        return fault.error_rate * MINOR_ERROR_SHARE * strength
+    if herring.side_errors is not None:
+        return herring.side_errors[0] + herring.side_errors[1] * strength
+    return 0.0
+
+
 def side_effects(side: tuple[SideWork, ...], step: int) -> dict[str, SideEffect]:
-    """CPU and side-path error rates that red herrings add, by service, with a minor fault's share of
-    those errors and how its requests fail."""
+    """CPU and background error rates that red herrings add, by service, with a minor fault's share of
+    those errors and how its work fails."""
     found: dict[str, SideEffect] = {}
     for d, start, strength in side:
         if step < start:
             continue
         cpu, error, minor, mode = found.get(d.service, (0.0, 0.0, 0.0, "error"))
-        if d.kind == "noisy_neighbour":
-            cpu = max(cpu, 60.0 + 38.0 * strength)
-        elif d.kind == "minor_fault":
-            # A real fault, weak and on a side path: its own signals show, its callers do not suffer.
-            kind = FAULTS[d.fault or "slow_query"]
-            minor = max(minor, kind.error_rate * 0.25 * strength)
-            error = max(error, minor)
-            mode = kind.failure if minor > 0.0 else mode
-            cpu = max(cpu, (kind.cpu_pct or 0.0) * 0.8 * strength)
-        else:
-            # Failures on a side path (a batch job, a partner webhook) that callers never hit.
-            error = max(error, 0.03 + 0.4 * strength)
+        herring = HERRINGS[d.kind]
+        if herring.busy_cpu is not None:
+            cpu = max(cpu, herring.busy_cpu[0] + herring.busy_cpu[1] * strength)
+        failing = background_error(d, strength)
+        fault = minor_fault(d.kind, d.fault)
+        if fault is not None:
+            # A real fault, weak and in background work: its own signals show, no request meets it.
+            minor = max(minor, failing)
+            mode = fault.failure if minor > 0.0 else mode
+            cpu = max(cpu, (fault.cpu_pct or 0.0) * MINOR_CPU_SHARE * strength)
+        # Failures of background work (a batch job, a partner webhook) that no request waits on.
+        error = max(error, failing)
         found[d.service] = (cpu, error, minor, mode)
     return found

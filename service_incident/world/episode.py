@@ -11,6 +11,7 @@ from dataclasses import InitVar, dataclass, field
 from typing import Literal
 
 from ..faults import FaultType, Remedy
+from ..herrings import HERRINGS
 from ..incidents import Incident
 from ..models import Severity
 from .course import RELIEF_STEPS, FaultCourse, SideWork, fault_courses, side_effects, side_work
@@ -21,8 +22,6 @@ from .steps import Steps, incident_steps, own_steps
 
 Outcome = Literal["heals", "relief", "disruption", "no_effect"]
 
-# Minutes of history before the page that metrics keep.
-HISTORY_MINUTES = 12
 # An escalation is acted on by the provider it pages this many steps later, if the fault is theirs.
 ESCALATION_DELAY = 1
 # How many times its size a scale-up makes a service (its replicas and resources doubled).
@@ -116,7 +115,7 @@ class World:
         if self.rolled_back(service):
             return False
         return any(run.spec.service == service and run.kind.change for run in self._runs) or any(
-            d.kind == "recent_deploy" and d.service == service for d in self.incident.distractions
+            HERRINGS[d.kind].ships and d.service == service for d in self.incident.distractions
         )
 
     def strengths(self, step: int) -> tuple[float, ...]:

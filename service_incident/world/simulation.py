@@ -64,13 +64,14 @@ class ServiceState(msgspec.Struct, frozen=True, gc=False):
     # Its own latency without waiting on dependencies, for trace spans.
     self_p50_ms: float
     self_p99_ms: float
-    # Errors of side work (batch jobs, webhooks) included in error_rate that no caller's request meets.
+    # Errors of background work (a batch job, a webhook delivery) that no request waits on: not in
+    # error_rate, which counts requests alone; the metrics' breakdown shows them on the job's own row.
     side_error: float = 0.0
-    # The part of side_error a red herring's minor fault fails the service's own requests with, and how:
-    # requests a trace samples, though no caller's retry budget notices them.
+    # The part of side_error a red herring's minor fault fails its background work with, and how: the
+    # work a trace starting at the service samples, though no caller's request meets it.
     minor_error: float = 0.0
     minor_mode: FailureMode = "error"
-    # The share of requests that fail: error_rate without the side work, what users meet.
+    # The share of requests that fail, what users meet: error_rate.
     request_error: float = 0.0
 
     @property
@@ -276,7 +277,6 @@ def _service_state(  # noqa: C901
     if failing:
         cpu += 8.0 * (1.0 - success)
         cpu = cpu if cpu < 99.0 else 99.0
-    reported = 1.0 - (1.0 - error_rate) * (1.0 - extra_error) if extra_error else error_rate
     floor = p50 * 1.2
     # Clamps spelled out rather than min() and max(): the same values, without two calls per bound.
     cpu = cpu if cpu < 99.5 else 99.5
@@ -295,7 +295,7 @@ def _service_state(  # noqa: C901
         name,
         p50,
         floor if floor > p99 else p99,
-        reported if reported < 1.0 else 1.0,
+        request_error,
         requests,
         cpu if cpu > 0.5 else 0.5,
         memory if memory > 1.0 else 1.0,

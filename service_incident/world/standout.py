@@ -16,7 +16,8 @@ import msgspec
 from msgspec import structs
 
 from ..incidents import Incident
-from .episode import HISTORY_MINUTES, World
+from .course import HISTORY_MINUTES
+from .episode import World
 from .simulation import ServiceState
 
 # The early history, before a fault or herring shows, that an excursion is measured against.
