@@ -13,8 +13,10 @@ from msgspec import structs
 
 from service_incident.faults import FAULTS, RECORD_KINDS, Remedy
 from service_incident.generator import Knobs, generate
+from service_incident.herrings import HERRINGS
 from service_incident.incidents import Incident
 from service_incident.telemetry import ALERT_RULES, Telemetry, clock, level, parse_time
+from service_incident.telemetry.phrases import DATASTORE_WORK, TECH_WORK
 from service_incident.world import World, fault_lead
 
 REMEDY_STEP = 1
@@ -273,10 +275,18 @@ def test_words_fit_the_technology_and_callers_feel_their_dependencies(difficulty
                 assert clock(world, 0) - timedelta(seconds=age) >= _at(newest), (name, text)
 
 
-_EVERYDAY = re.compile(
-    r"config reloaded|cpu throttled|background compaction|nightly report|batch job reindex"
-    r"|job=nightly-export|partner webhook|audit stream|backup upload|scheduled snapshot"
-)
+def _as_pattern(template: str) -> str:
+    return re.sub(r"\\\{[^{}]*\\\}", ".+", re.escape(template))
+
+
+# Everyday lines: a config sync, a background job's failing run (every such line names its job), and
+# busy side work in any technology's words, from the tables the logs are drawn from.
+_BUSY = {
+    *HERRINGS["noisy_neighbour"].lines,
+    *(line for work in TECH_WORK.values() for line in work.get("noisy_neighbour", ())),
+    *DATASTORE_WORK.get("noisy_neighbour", ()),
+}
+_EVERYDAY = re.compile("|".join([r"config reloaded", r"job=", *(_as_pattern(line) for line in sorted(_BUSY))]))
 
 
 def _originating(traces: str, service: str) -> set[str]:
