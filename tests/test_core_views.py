@@ -10,14 +10,18 @@ from msgspec import structs
 
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.generator import generate
+from service_incident.harness.agents import ExpertAgent, explained_failures, trace_origins
 from service_incident.incidents import Incident
 from service_incident.integrations.text import TextEpisode
-from service_incident.models import InspectLogs, InspectMetrics, InspectTraces, Observation
+from service_incident.models import REMEDIATIONS, InspectLogs, InspectMetrics, InspectTraces, Observation, action_name
+from service_incident.tasks import TASKS
 from service_incident.telemetry import Scope, Telemetry
 from service_incident.telemetry.endpoints import operations, route, routes
 from service_incident.telemetry.jobs import jobs_of
 from service_incident.telemetry.traces import FAILED_SHOWN, TRACE_CANDIDATES, Request, breakdown, sample
 from service_incident.world import ServiceState, World
+
+REMEDIES = frozenset(action_name(remedy) for remedy in REMEDIATIONS)
 
 _ROW = re.compile(r"endpoint (.+): (\d+) requests, (\d+) failed, p99 (\d+|-)(?: ms)?")
 
@@ -214,3 +218,42 @@ def test_the_breakdown_reads_the_same_for_a_root_as_for_a_bystander_with_the_sam
             assert list(_rows(text).items()) == list(_rows("\n".join(breakdown(requests, tuple(_rows(text))))).items())
             checked += 1
     assert checked >= 10
+
+
+def test_the_expert_weighs_trace_origins_by_the_failures_the_breakdown_counts() -> None:
+    """Two services each start the two failed traces a view shows; the one whose view counts more
+    failed requests ranks first, as an engineer ranks by how much failure a cause explains."""
+    few = "\n".join(
+        [
+            "sampled 40 requests",
+            "endpoint POST /v1/notify: 40 requests, 2 failed, p99 250 ms",
+            *(f"trace 0000000{i} 90ms error(500)\n  notifications POST /v1/notify 90ms error(500)" for i in (1, 2)),
+        ]
+    )
+    many = "\n".join(
+        [
+            "sampled 40 requests",
+            "endpoint GET /v1/items/{id}: 20 requests, 5 failed, p99 300 ms",
+            "endpoint POST /v1/jobs: 20 requests, 3 failed, p99 380 ms",
+            *(f"trace 0000000{i} 90ms error(500)\n  recommendations POST /v1/jobs 90ms error(500)" for i in (3, 4)),
+        ]
+    )
+    assert trace_origins(few) == {"notifications": 2} and trace_origins(many) == {"recommendations": 2}
+    assert explained_failures(few) == {"notifications": 2.0}
+    assert explained_failures(many) == {"recommendations": 8.0}
+
+
+def test_after_a_fix_the_expert_looks_at_what_still_fails_and_every_look_is_accepted() -> None:
+    scoped = 0
+    for incident in TASKS["gen_hard"].incidents[:12]:
+        env, agent = ServiceIncidentEnvironment(), ExpertAgent()
+        obs = env.reset(task_id="gen_hard", incident_id=incident, seed=0)
+        while not obs.done:
+            action = agent.act(obs)
+            obs = env.step(action)
+            assert obs.last_action_error is None, (incident, action)
+            if isinstance(action, InspectTraces) and action.errors_only:
+                scoped += 1
+                assert any(r.action in REMEDIES for r in obs.action_history)
+                assert "shown: failed requests only" in obs.visible_traces[action.target]
+    assert scoped

@@ -171,22 +171,44 @@ def recent_change(deploys: str, now: str) -> bool:
 def trace_origins(traces: str) -> Counter[str]:
     """Where failures and slowness start in sampled traces: a failing span none of whose children
     failed, and a span whose own time (its duration less its children's) dominates the request."""
-    origins: Counter[str] = Counter()
-    for trace in _split_traces(traces):
-        total = max((ms for _, _, ms, _ in trace), default=1.0) or 1.0
-        for index, (depth, service, ms, status) in enumerate(trace):
-            children = []
-            for later in trace[index + 1 :]:
-                if later[0] <= depth:
-                    break
-                if later[0] == depth + 1:
-                    children.append(later)
-            child_ms = sum(c[2] for c in children)
-            if status != "ok" and not any(c[3] != "ok" for c in children):
-                origins[service] += 1
-            if ms - child_ms > 0.5 * total and ms - child_ms > SLOW_SPAN_MS:
-                origins[service] += 1
-    return origins
+    return Counter(service for trace in _split_traces(traces) for service, _ in _origins(trace))
+
+
+def explained_failures(traces: str) -> dict[str, float]:
+    """Trace origins, each failing one weighted by the failures it stands for: the failed requests the
+    view's breakdown by endpoint counts, shared among the failed traces it shows. A service behind
+    many of the sampled failures outranks one behind a few, though both show in two traces."""
+    failed = sum(int(count) for count in _FAILED_ROW.findall(traces))
+    split = _split_traces(traces)
+    shown = sum(1 for trace in split if trace and trace[0][3] != "ok")
+    weight = max(1.0, failed / shown) if shown else 1.0
+    found: dict[str, float] = {}
+    for trace in split:
+        for service, failing in _origins(trace):
+            found[service] = found.get(service, 0.0) + (weight if failing else 1.0)
+    return found
+
+
+_FAILED_ROW = re.compile(r"^endpoint .+: \d+ requests, (\d+) failed, ", re.MULTILINE)
+
+
+def _origins(trace: list[tuple[int, str, float, str]]) -> list[tuple[str, bool]]:
+    """The spans of one trace where something starts: (service, whether it is a failure, else slowness)."""
+    found = []
+    total = max((ms for _, _, ms, _ in trace), default=1.0) or 1.0
+    for index, (depth, service, ms, status) in enumerate(trace):
+        children = []
+        for later in trace[index + 1 :]:
+            if later[0] <= depth:
+                break
+            if later[0] == depth + 1:
+                children.append(later)
+        child_ms = sum(c[2] for c in children)
+        if status != "ok" and not any(c[3] != "ok" for c in children):
+            found.append((service, True))
+        if ms - child_ms > 0.5 * total and ms - child_ms > SLOW_SPAN_MS:
+            found.append((service, False))
+    return found
 
 
 def _depends_on(topology: dict[str, list[str]], service: str, target: str) -> bool:
@@ -248,7 +270,9 @@ class ExpertAgent:
         if can_trace:
             for start in hurting[:2] if remedied else starts[:2]:
                 if looked.get(("inspect_traces", start), -2) <= last_fix and start not in remedied:
-                    return InspectTraces(target=start, rationale=f"{start} is paged")
+                    # After a fix, a service that still fails but is not slow: what still fails is the question.
+                    failing_only = bool(remedied) and start not in self._slow(obs)
+                    return InspectTraces(target=start, errors_only=failing_only, rationale=f"{start} is paged")
         suspects = self._suspects(obs, starts)
         # 2. Confirm each suspect from its own views and pick its fix.
         for suspect in suspects:
@@ -286,17 +310,16 @@ class ExpertAgent:
     def _hurting(obs: Observation) -> list[str]:
         return sorted({a.service for a in obs.alerts if a.status == "firing" and a.signal in _USER_SIGNALS})
 
+    @staticmethod
+    def _slow(obs: Observation) -> set[str]:
+        return {a.service for a in obs.alerts if a.status == "firing" and a.signal == "p99_latency_ms"}
+
     def _suspects(self, obs: Observation, starts: list[str]) -> list[str]:
         """Services where trouble originates, most evidence first; without traces, a walk along the
         blame in the logs, which lists the services whose logs it still needs."""
-        scores: Counter[str] = Counter()
-        for text in obs.visible_traces.values():
-            scores.update(trace_origins(text))
-        for alert in obs.alerts:
-            if alert.signal == "memory_pct" and alert.status == "firing":
-                scores[alert.service] += 1
+        scores = _evidence_scores(obs)
         if scores:
-            return [s for s, _ in scores.most_common()]
+            return sorted(scores, key=lambda service: -scores[service])
         topology = {card.name: card.depends_on for card in obs.topology}
         confirmed: list[str] = []
         pending: list[str] = []
@@ -389,6 +412,18 @@ class ExpertAgent:
             severity=rubric(error_rate, latency, at_risk),
             rationale=_cite(obs, roots[0]),
         )
+
+
+def _evidence_scores(obs: Observation) -> dict[str, float]:
+    """How much of what the traces and pages show starts at each service."""
+    scores: dict[str, float] = {}
+    for text in obs.visible_traces.values():
+        for service, score in explained_failures(text).items():
+            scores[service] = scores.get(service, 0.0) + score
+    for alert in obs.alerts:
+        if alert.signal == "memory_pct" and alert.status == "firing":
+            scores[alert.service] = scores.get(alert.service, 0.0) + 1
+    return scores
 
 
 def _cite(obs: Observation, service: str) -> str:

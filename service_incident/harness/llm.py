@@ -307,7 +307,9 @@ the task says so).
 
 Nothing is visible until you look: inspect the services you choose, follow the evidence from the
 paged services to the root cause (not every clue is true), remediate if the task allows it, then
-answer as the task says. Severity follows user-facing impact:
+answer as the task says. Each view is stamped with the minute it was taken (as of HH:MM): one from an
+earlier step shows the past. Traces break a service's requests down by endpoint, and can be narrowed
+to one endpoint or to failed requests. Severity follows user-facing impact:
 {SEVERITY_RUBRIC}
 
 {answer}"""

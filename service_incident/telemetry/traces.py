@@ -84,15 +84,16 @@ def traces(
     shown = [r for r in sampled if endpoint is None or r.route == endpoint]
     lines = [_heading(len(sampled), endpoint, errors_only)]
     lines += breakdown(shown, routes(kind) if endpoint is None else (endpoint,), errors_only)
-    failed = [r for r in shown if r.failed][:FAILED_SHOWN]
-    rest = sorted((r for r in shown if not r.failed), key=lambda r: -r.total_ms)
+    ok = sorted((r for r in shown if not r.failed), key=lambda r: -r.total_ms)
     if errors_only:
-        rest = []
+        ordinary = []
     elif endpoint is not None:
-        rest = rest[:1]
-    kept = failed + rest[:1] + rest[1:][-1:]
+        ordinary = ok[:1]  # the slowest
+    else:
+        ordinary = ok[:1] + ok[1:][-1:]  # the slowest and the fastest
+    kept = [r for r in shown if r.failed][:FAILED_SHOWN] + ordinary
     if not kept:
-        lines.append("no sampled request matches" if endpoint or errors_only else "no request sampled")
+        lines.append("no sampled request matches")
     for request in kept:
         lines.append(f"trace {request.trace_id:08x} {request.total_ms:.0f}ms {request.status}")
         lines += [f"{'  ' * (depth + 1)}{name} {op} {ms:.0f}ms {st}" for depth, name, op, ms, st in request.spans]
