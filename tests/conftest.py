@@ -2,14 +2,17 @@
 
 The tests talk to it over real sockets. `make_server(**settings)` starts one with chosen settings
 (capacity, timeouts, limits, `clock=`, a ManualClock for the idle deadlines, and `wrap=`); `server_url` is a
-default one shared by a test module; `reference_ladder` is the reference agents' evaluation, played
-once for the tests that read it.
+default one shared by a test module. `reference_ladder` (the reference agents' evaluation) and
+`run_snippet` (a block of the docs run as written) do their work once for every test that reads it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -17,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from install_support import environment
 from serving import serving
 from starlette.types import ASGIApp
 
@@ -81,3 +85,26 @@ def reference_ladder() -> dict[str, list[EpisodeRecord]]:
 
     with running_server() as url:
         return asyncio.run(ladder(url))
+
+
+@pytest.fixture(scope="session")
+def run_snippet(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], subprocess.CompletedProcess[str]]:
+    """Runs a ```python block of the docs as written, in a fresh interpreter, from an empty folder so
+    that whatever it writes (results/) stays out of the repository; each block once."""
+
+    @functools.cache
+    def run(code: str) -> subprocess.CompletedProcess[str]:
+        folder = tmp_path_factory.mktemp("snippet")
+        script = folder / "snippet.py"
+        script.write_text(code)
+        return subprocess.run(
+            [sys.executable, str(script)],
+            cwd=folder,
+            env=environment(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    return run
