@@ -24,6 +24,7 @@ from install_support import environment
 from serving import serving
 from starlette.types import ASGIApp
 
+from service_incident.client import LocalServer
 from service_incident.harness.agents import REFERENCE_AGENTS
 from service_incident.harness.evaluation import evaluate, plan, reference_policy
 from service_incident.harness.records import EpisodeRecord
@@ -70,6 +71,14 @@ def openenv_python() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return OPENENV_PYTHON
+
+
+@pytest.fixture(scope="session")
+def server_beside_stock_openenv(openenv_python: Path) -> Iterator[str]:
+    """Our server run by the stock OpenEnv venv, where it is installed without the `mcp` extra (that
+    venv holds OpenEnv's SDK 1.x); yields its base URL."""
+    with LocalServer(python=str(openenv_python)) as server:
+        yield server.base_url
 
 
 @pytest.fixture(scope="session")
