@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser_support import chromium
 from install_support import environment
 from serving import serving
 from starlette.types import ASGIApp
@@ -71,6 +72,13 @@ def openenv_python() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return OPENENV_PYTHON
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """One Chromium for every page test of the run: starting one takes longer than most of them."""
+    with chromium() as driver:
+        yield driver
 
 
 @pytest.fixture(scope="session")
