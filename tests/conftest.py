@@ -2,8 +2,9 @@
 
 The tests talk to it over real sockets. `make_server(**settings)` starts one with chosen settings
 (capacity, timeouts, limits, `clock=`, a ManualClock for the idle deadlines, and `wrap=`); `server_url` is a
-default one shared by a test module. `reference_ladder` (the reference agents' evaluation) and
-`run_snippet` (a block of the docs run as written) do their work once for every test that reads it.
+default one shared by a test module. The session's fixtures do costly work once for every test that
+reads it: `reference_ladder` (the reference agents' evaluation), `run_snippet` (a block of the docs run
+as written), `browser` (a Chromium) and `server_beside_stock_openenv`.
 """
 
 from __future__ import annotations
