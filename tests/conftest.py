@@ -2,14 +2,18 @@
 
 The tests talk to it over real sockets. `make_server(**settings)` starts one with chosen settings
 (capacity, timeouts, limits, `clock=`, a ManualClock for the idle deadlines, and `wrap=`); `server_url` is a
-default one shared by a test module; `reference_ladder` is the reference agents' evaluation, played
-once for the tests that read it.
+default one shared by a test module. The session's fixtures do costly work once for every test that
+reads it: `reference_ladder` (the reference agents' evaluation), `run_snippet` (a block of the docs run
+as written), `browser` (a Chromium) and `server_beside_stock_openenv`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -17,9 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser_support import chromium
+from install_support import environment
 from serving import serving
 from starlette.types import ASGIApp
 
+from service_incident.client import LocalServer
 from service_incident.harness.agents import REFERENCE_AGENTS
 from service_incident.harness.evaluation import evaluate, plan, reference_policy
 from service_incident.harness.records import EpisodeRecord
@@ -69,6 +76,21 @@ def openenv_python() -> Path:
 
 
 @pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """One Chromium for every page test of the run: starting one takes longer than most of them."""
+    with chromium() as driver:
+        yield driver
+
+
+@pytest.fixture(scope="session")
+def server_beside_stock_openenv(openenv_python: Path) -> Iterator[str]:
+    """Our server run by the stock OpenEnv venv, where it is installed without the `mcp` extra (that
+    venv holds OpenEnv's SDK 1.x); yields its base URL."""
+    with LocalServer(python=str(openenv_python)) as server:
+        yield server.base_url
+
+
+@pytest.fixture(scope="session")
 def reference_ladder() -> dict[str, list[EpisodeRecord]]:
     """Each reference agent, weakest first, over the whole evaluation set through the WebSocket
     server, as `python inference.py --agent random,symptom_chaser,structured,expert` plays it."""
@@ -81,3 +103,26 @@ def reference_ladder() -> dict[str, list[EpisodeRecord]]:
 
     with running_server() as url:
         return asyncio.run(ladder(url))
+
+
+@pytest.fixture(scope="session")
+def run_snippet(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], subprocess.CompletedProcess[str]]:
+    """Runs a ```python block of the docs as written, in a fresh interpreter, from an empty folder so
+    that whatever it writes (results/) stays out of the repository; each block once."""
+
+    @functools.cache
+    def run(code: str) -> subprocess.CompletedProcess[str]:
+        folder = tmp_path_factory.mktemp("snippet")
+        script = folder / "snippet.py"
+        script.write_text(code)
+        return subprocess.run(
+            [sys.executable, str(script)],
+            cwd=folder,
+            env=environment(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    return run

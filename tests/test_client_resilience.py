@@ -51,20 +51,26 @@ async def test_capacity_reached_is_raised_on_every_attempt_until_a_slot_frees(ma
         assert (await refused.reset(seed=1)).observation.step_count == 0
 
 
-@pytest.fixture
-def frozen() -> Iterator[tuple[str, Any]]:
-    """A real server in its own process, and a way to freeze it (SIGSTOP) or thaw it (SIGCONT)."""
+@pytest.fixture(scope="module")
+def own_process() -> Iterator[LocalServer]:
     with LocalServer() as server:
-        process = server.process
-        assert process is not None
+        yield server
 
-        def freeze(on: bool) -> None:
-            process.send_signal(signal.SIGSTOP if on else signal.SIGCONT)
 
-        try:
-            yield server.base_url, freeze
-        finally:
-            freeze(False)
+@pytest.fixture
+def frozen(own_process: LocalServer) -> Iterator[tuple[str, Any]]:
+    """A real server in its own process, and a way to freeze it (SIGSTOP) or thaw it (SIGCONT);
+    thawed again after the test."""
+    process = own_process.process
+    assert process is not None
+
+    def freeze(on: bool) -> None:
+        process.send_signal(signal.SIGSTOP if on else signal.SIGCONT)
+
+    try:
+        yield own_process.base_url, freeze
+    finally:
+        freeze(False)
 
 
 async def fails_fast(call: Callable[[], Awaitable[object]]) -> Desynchronised:

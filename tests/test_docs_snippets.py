@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from install_support import environment
 
 from service_incident.harness import docs
 
@@ -36,17 +35,6 @@ def test_the_front_page_shows_python() -> None:
 
 
 @pytest.mark.parametrize("code", snippets())
-def test_snippet_runs(code: str, tmp_path: Path) -> None:
-    script = tmp_path / "snippet.py"
-    script.write_text(code)
-    # From an empty folder, so whatever a snippet writes (results/) stays out of the repository.
-    result = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+def test_snippet_runs(code: str, run_snippet: Callable[[str], subprocess.CompletedProcess[str]]) -> None:
+    result = run_snippet(code)
     assert result.returncode == 0, result.stderr

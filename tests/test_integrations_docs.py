@@ -15,6 +15,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -54,9 +55,13 @@ def _claim(line: str) -> re.Pattern[str]:
 
 
 @pytest.mark.parametrize("index", range(len(_blocks("python"))))
-def test_python_blocks_run_and_print_what_their_comments_say(index: int, tmp_path: Path) -> None:
+def test_python_blocks_run_and_print_what_their_comments_say(
+    index: int, run_snippet: Callable[[str], subprocess.CompletedProcess[str]]
+) -> None:
     code = _blocks("python")[index]
-    printed = _run(sys.executable, code, tmp_path).splitlines()
+    done = run_snippet(code)  # the run the docs' snippet test checks too
+    assert done.returncode == 0, done.stderr
+    printed = done.stdout.splitlines()
     prints = [line for line in code.splitlines() if line.lstrip().startswith("print(")]
     assert len(printed) == len(prints)
     for line, output in zip(prints, printed, strict=True):

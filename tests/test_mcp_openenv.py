@@ -9,7 +9,6 @@ from pathlib import Path
 import httpx
 from test_interop_stock_client import run_stock
 
-from service_incident.client import LocalServer
 from service_incident.models import ACTION_NAMES
 
 # Runs in the stock venv: only `openenv` and the standard library are importable there.
@@ -76,10 +75,10 @@ def test_the_1x_sdk_client_plays_an_episode(openenv_python: Path, server_url: st
 
 
 def test_beside_stock_openenv_mcp_speaks_openenv_s_dialect_and_says_how_to_get_sessions(
-    openenv_python: Path,
+    server_beside_stock_openenv: str,
 ) -> None:
     # That venv holds OpenEnv's 1.x SDK, not the 2.x one the `mcp` extra brings: the server still runs.
-    with LocalServer(python=str(openenv_python)) as server, httpx.Client(base_url=server.base_url) as http:
+    with httpx.Client(base_url=server_beside_stock_openenv) as http:
         init = http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
         listing = http.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
         stream = http.get("/mcp")

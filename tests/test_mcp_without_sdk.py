@@ -5,13 +5,10 @@ no earlier error under it and no handshake after it."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import httpx
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-
-from service_incident.client import LocalServer
 
 NAMES_THE_EXTRA = "pip install 'openenv-service-incident[mcp]'"
 
@@ -28,20 +25,20 @@ async def connect(url: str) -> None:
         pass
 
 
-def test_the_official_client_meets_one_error_that_names_the_extra(openenv_python: Path) -> None:
-    with LocalServer(python=str(openenv_python)) as server:
-        try:
-            asyncio.run(connect(server.base_url))
-        except BaseException as error:  # the client wraps what it met in its task groups
-            caught = error
-        else:
-            raise AssertionError("the client connected to a server that serves no MCP session")
-        probe = httpx.post(
-            f"{server.base_url}/mcp",
-            json={"jsonrpc": "2.0", "id": 7, "method": "server/discover", "params": {}},
-            headers={"MCP-Protocol-Version": "2026-07-28"},
-        )
-        listing = httpx.post(f"{server.base_url}/mcp", json={"jsonrpc": "2.0", "id": 8, "method": "tools/list"})
+def test_the_official_client_meets_one_error_that_names_the_extra(server_beside_stock_openenv: str) -> None:
+    url = server_beside_stock_openenv
+    try:
+        asyncio.run(connect(url))
+    except BaseException as error:  # the client wraps what it met in its task groups
+        caught = error
+    else:
+        raise AssertionError("the client connected to a server that serves no MCP session")
+    probe = httpx.post(
+        f"{url}/mcp",
+        json={"jsonrpc": "2.0", "id": 7, "method": "server/discover", "params": {}},
+        headers={"MCP-Protocol-Version": "2026-07-28"},
+    )
+    listing = httpx.post(f"{url}/mcp", json={"jsonrpc": "2.0", "id": 8, "method": "tools/list"})
     [leaf] = leaves(caught)
     assert isinstance(leaf, MCPError) and NAMES_THE_EXTRA in str(leaf)
     assert leaf.__context__ is None and leaf.__cause__ is None

@@ -149,14 +149,16 @@ async def test_sigterm_closes_sessions_going_away_after_their_frame_in_flight() 
         assert ws.close_code == 1001 and "resume" in (ws.close_reason or "")
 
 
-def test_an_evaluation_spreads_its_sessions_across_several_urls_and_reports_the_lost_apart() -> None:
+def test_an_evaluation_spreads_its_sessions_across_several_urls_and_reports_the_lost_apart(
+    pair: tuple[list[ServerProcess], str],
+) -> None:
     # Two URLs, the second with nothing behind it: every other session goes there and fails, reported
-    # apart as the environment's failure; the others play on the first.
-    with servers(1, {"EPISODE_STORE": "memory"}) as (server,):
-        nowhere = ServerProcess({})  # a free port no server listens on
-        specs = SPECS[:10]
-        records = asyncio.run(
-            evaluate(reference_policy(AGENT), specs, base_url=f"{server.url},{nowhere.url}", concurrency=1)
-        )
+    # apart as the environment's failure; the others play on the first (one of the pair, never stopped).
+    (_, server), _ = pair
+    nowhere = ServerProcess({})  # a free port no server listens on
+    specs = SPECS[:10]
+    records = asyncio.run(
+        evaluate(reference_policy(AGENT), specs, base_url=f"{server.url},{nowhere.url}", concurrency=1)
+    )
     assert [r.failure for r in records] == [None, "environment"] * 5
     assert all("cannot open a session at" in (r.error or "") for r in records[1::2])

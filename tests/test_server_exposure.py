@@ -146,16 +146,22 @@ def stream_body(port: int, path: str, total: int, chunked: bool) -> int:
     return int(reply.split()[1])
 
 
-@pytest.mark.parametrize("path", ["/step", "/reset", "/mcp"])
-def test_a_body_over_the_cap_is_refused_before_it_is_held(path: str) -> None:
+@pytest.fixture(scope="module")
+def own_process() -> Iterator[LocalServer]:
+    """A server in a process of its own, whose memory a test can read."""
     with LocalServer() as server:
-        assert server.process is not None
-        pid, port = server.process.pid, int(server.base_url.rsplit(":", 1)[1])
-        before = rss_mb(pid)
-        assert stream_body(port, path, 400 << 20, chunked=False) == 413  # says so up front
-        assert stream_body(port, path, 256 << 20, chunked=True) == 413  # found out while reading
-        assert rss_mb(pid) - before < 16  # a 1 MiB cap, not hundreds of MB
-        assert httpx.get(f"{server.base_url}/health").status_code == 200
+        yield server
+
+
+@pytest.mark.parametrize("path", ["/step", "/reset", "/mcp"])
+def test_a_body_over_the_cap_is_refused_before_it_is_held(own_process: LocalServer, path: str) -> None:
+    assert own_process.process is not None
+    pid, port = own_process.process.pid, int(own_process.base_url.rsplit(":", 1)[1])
+    before = rss_mb(pid)
+    assert stream_body(port, path, 400 << 20, chunked=False) == 413  # says so up front
+    assert stream_body(port, path, 256 << 20, chunked=True) == 413  # found out while reading
+    assert rss_mb(pid) - before < 16  # a 1 MiB cap, not hundreds of MB
+    assert httpx.get(f"{own_process.base_url}/health").status_code == 200
 
 
 def test_deep_json_is_a_validation_error_everywhere(server_url: str, server_log: list[logging.LogRecord]) -> None:

@@ -11,7 +11,7 @@ import httpx
 from starlette.routing import Route
 
 # Importing test_web_page skips this module where selenium is missing, as it skips itself.
-from test_web_page import By, browser, page, screenshot, wait  # noqa: F401 (fixtures)
+from test_web_page import By, page, screenshot, wait  # noqa: F401 (a fixture)
 
 from service_incident.server.app import create_app
 from service_incident.server.openapi import openapi_document

@@ -12,9 +12,6 @@ import base64
 import functools
 import http.server
 import json
-import os
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,6 +22,7 @@ import anyio
 import httpx
 import msgspec
 import pytest
+from browser_support import WAIT_S
 
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.models import InspectLogs, InspectMetrics
@@ -32,59 +30,13 @@ from service_incident.tasks import TASKS
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts" / "web"
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
-# Without the background-networking flags Chromium reaches for Google's services, which are refused here.
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-    "--window-size=1280,900",
-)
-WAIT_S = 10
 DESKTOP, PHONE = (1280, 900), (390, 844)
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is missing: pip install -e '.[test]'")
-from selenium.common.exceptions import WebDriverException  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 # --- the browser --------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not Path(path).exists()]
-    if missing:
-        pytest.skip(
-            f"Chromium is not installed ({', '.join(missing)} missing): `make browser` installs Debian's "
-            "chromium and chromium-driver with apt-get (as root), or set CHROMIUM and CHROMEDRIVER"
-        )
-    profile = tempfile.mkdtemp(prefix="chromium-profile-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    # The performance log carries the WebSocket frames, so a test can read what the server sent.
-    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
-    try:
-        driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    except WebDriverException:
-        shutil.rmtree(profile, ignore_errors=True)
-        raise  # installed but broken is a failure, not a skip
-    driver.set_script_timeout(WAIT_S)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 @pytest.fixture
