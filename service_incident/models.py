@@ -49,7 +49,7 @@ ERRORS_ONLY_FLOOR = 0.01
 
 
 class InspectMetrics(_ActionBase, tag="inspect_metrics", frozen=True):
-    """Read a service's golden signals (p50/p99 latency, error rate, request rate, CPU, memory), history, per-endpoint rows."""
+    """Read a service's golden signals (p50/p99 latency, error rate, rate, CPU, memory), history and endpoints."""
 
     kind = "inspect"
     view = "metrics"
