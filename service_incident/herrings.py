@@ -1,9 +1,11 @@
 """The red herring taxonomy: what each kind of real but unrelated signal does and where it may stand.
 
 Like the fault taxonomy, every red herring is data: the services it may stand on, its side effects on
-its service's state (CPU of a batch job, errors of side work that fails, a weak fault of its own), the
-lines it writes, the page it leaves firing and the release it ships. The generator places herrings by
-these rows and the world and telemetry interpret them uniformly; nothing here names an incident.
+its service's state (CPU of a batch job, errors of a background job that fails, a weak fault of its
+own in background work), the lines it writes, the page it leaves firing and the release it ships. The
+generator places herrings by these rows (and redraws any draw whose herrings would hurt users, page
+critically or warn other than chronically); the world and telemetry interpret them uniformly;
+nothing here names an incident.
 """
 
 from __future__ import annotations
@@ -21,14 +23,14 @@ HerringKind = Literal[
 # (a root's included), any service that is not a root, a caller with a dependency that is not a root
 # (the one it blames), or a service that is not a root with a fault type it can host.
 Placement = Literal["anywhere", "internal", "bystander", "caller", "host"]
-# How a herring writes its lines: side work in its technology's words, blame of a dependency that is
-# fine, or its minor fault's own lines.
+# How a herring writes its lines: side work in its technology's words (or its failing job's), blame of
+# a dependency that is fine, or its minor fault's own lines.
 Writing = Literal["side_work", "blame", "fault"]
 # An effect that grows with a herring's strength: at strength s, base + slope * s.
 Linear = tuple[float, float]
 
-# How strongly a minor fault fails its service's own requests and drives its CPU, against the fault's
-# full effect at the herring's strength.
+# How strongly a minor fault fails its service's background work and drives its CPU, against the
+# fault's full effect at the herring's strength.
 MINOR_ERROR_SHARE = 0.25
 MINOR_CPU_SHARE = 0.8
 # How strongly a minor fault writes its fault type's lines.
@@ -42,7 +44,8 @@ class HerringType:
     name: HerringKind
     stands: Placement
     writes: Writing = "side_work"
-    # Its own lines (side work adds those of its service's technology, see telemetry.phrases).
+    # Its own lines (busy side work adds those of its service's technology, see telemetry.phrases; a
+    # failing job's are the job's, see telemetry.jobs).
     lines: tuple[str, ...] = ()
     # The CPU a batch job holds its service at, and the error rate of the background job that fails.
     busy_cpu: Linear | None = None

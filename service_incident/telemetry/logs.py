@@ -290,7 +290,7 @@ def distraction_lines(world: World, distraction: Distraction, index: int) -> lis
         status, failure = ("500", "command failed: server error") if datastore else ("503", "upstream returned 503")
         return [line.format(level=level_, blamed=blamed, deadline=deadline, status=status, failure=failure)] * count
     fault = minor_fault(distraction.kind, distraction.fault)
-    if fault is not None:
+    if herring.writes == "fault" and fault is not None:
         # Its failures are a background job's: a line naming an endpoint names that job.
         job = job_for(world, distraction.service, index).name
         lines = fault_lines(world, fault, distraction.service, 100 + index, MINOR_STRENGTH)
