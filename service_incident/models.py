@@ -17,9 +17,13 @@ from .aliases import translate
 Severity = Literal["P0", "P1", "P2"]
 ServiceName = Annotated[str, Meta(min_length=1, max_length=64)]
 Rationale = Annotated[str, Meta(max_length=2000)]
+# An endpoint in route form (`POST /v1/charges`, `GET /v1/orders/{id}`), as a view's breakdown lists it.
+Endpoint = Annotated[str, Meta(min_length=1, max_length=128)]
 
 
 ActionKind = Literal["inspect", "remedy", "answer"]
+# The observation's field of each view is this prefix and the view's name (`visible_logs`, `visible_db`).
+VIEW_FIELD_PREFIX = "visible_"
 
 
 class _ActionBase(Struct, tag_field="action", forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -76,7 +80,11 @@ class InspectDeploys(_ActionBase, tag="inspect_deploys", frozen=True):
 
 
 class RunDbQuery(_ActionBase, tag="run_db_query", frozen=True):
-    """Read a datastore's own diagnostics: sessions, locks, slow statements, disk, replication."""
+    """Read a datastore's diagnostics: a database's sessions, lock holders, statements, disk; a queue's lag and ISR.
+
+    A database shows the session holding the locks others wait on (pid, client, statement, how long), slow
+    statements, disk and replication; a queue its consumer lag, in-sync replicas, disk and rejected writes.
+    """
 
     kind = "inspect"
     view = "db"
@@ -84,11 +92,13 @@ class RunDbQuery(_ActionBase, tag="run_db_query", frozen=True):
 
 
 class InspectTraces(_ActionBase, tag="inspect_traces", frozen=True):
-    """Read sampled traces of requests through a service: spans with service, operation, duration and status."""
+    """Read sampled requests through a service: per endpoint (requests, failed, p99), and spans with their status."""
 
     kind = "inspect"
     view = "traces"
     target: ServiceName
+    endpoint: Endpoint | None = None
+    errors_only: bool = False
 
 
 class Restart(_ActionBase, tag="restart", frozen=True):
@@ -113,7 +123,10 @@ class ScaleUp(_ActionBase, tag="scale_up", frozen=True):
 
 
 class Escalate(_ActionBase, tag="escalate", frozen=True):
-    """Page the team that owns a service or its provider; they act a step later."""
+    """Page the provider or partner a service relies on: acknowledged now, they act a step later on what they own.
+
+    What a provider owns is its quota, its outage and its certificate; nothing else changes.
+    """
 
     kind = "remedy"
     target: ServiceName
@@ -142,6 +155,20 @@ class RenewCertificate(_ActionBase, tag="renew_certificate", frozen=True):
 
 class ShedLoad(_ActionBase, tag="shed_load", frozen=True):
     """Turn on admission control at a service: requests beyond its usual rate are answered 429."""
+
+    kind = "remedy"
+    target: ServiceName
+
+
+class TerminateBlocker(_ActionBase, tag="terminate_blocker", frozen=True):
+    """End the database session holding the row locks others wait on (its pid as diagnostics show it)."""
+
+    kind = "remedy"
+    target: ServiceName
+
+
+class ResyncClock(_ActionBase, tag="resync_clock", frozen=True):
+    """Point the nodes a service runs on at a working time source and step their clocks into sync."""
 
     kind = "remedy"
     target: ServiceName
@@ -185,6 +212,8 @@ Action = (
     | ExpandVolume
     | RenewCertificate
     | ShedLoad
+    | TerminateBlocker
+    | ResyncClock
     | Declare
     | DeclareRootCauses
     | Resolve
@@ -322,6 +351,9 @@ class Observation(Struct, kw_only=True, omit_defaults=False):
     visible_deploys: dict[str, str] = {}
     visible_db: dict[str, str] = {}
     visible_traces: dict[str, str] = {}
+    # The minute (HH:MM, UTC) each view shown was taken, by view (`logs`, `metrics`, ..., the `visible_`
+    # field's suffix) and service: a view from an earlier step keeps its minute, so it never reads as current.
+    as_of: dict[str, dict[str, str]] = {}
     # Every service's golden signals at a glance (values, no verdict), in tasks that show a dashboard.
     dashboard: dict[str, str] = {}
     step_count: int
@@ -341,6 +373,10 @@ class Observation(Struct, kw_only=True, omit_defaults=False):
     # What happened, told once the episode is over (None before).
     postmortem: Postmortem | None = None
     metadata: dict[str, Any] = {}
+
+    def taken(self, field: str, service: str) -> str | None:
+        """When the view a `visible_<view>` field shows of a service was taken (HH:MM), if it shows one."""
+        return self.as_of.get(field.removeprefix(VIEW_FIELD_PREFIX), {}).get(service)
 
 
 class State(Struct, kw_only=True):
