@@ -109,6 +109,7 @@ def minor_fault(kind: HerringKind, fault: str | None) -> FaultType | None:
 
 
 def in_background(fault: FaultType) -> bool:
-    """Whether a fault type can be a minor fault of background work alone: one that crashes no serving
-    container, loses no write of record and brings no requests, so no user request waits on it."""
-    return fault.termination is None and not fault.loses_writes and not fault.load
+    """Whether a fault type can be a minor fault of background work alone: one that fails some of the
+    work it hits (so a job's row shows it), crashes no serving container, loses no write of record and
+    brings no requests, so no user request waits on it."""
+    return fault.error_rate > 0.0 and fault.termination is None and not fault.loses_writes and not fault.load

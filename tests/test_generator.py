@@ -354,5 +354,9 @@ def test_evaluation_set_represents_training() -> None:
 
 
 def test_loudest_signal_gets_worse_with_difficulty() -> None:
-    roots = [accuracy(LoudestSignalAgent, f"gen_{d}", seeds=80)[0] for d in PRESETS]
-    assert roots[0] > roots[2] > roots[3]
+    """Guessing the loudest page finds the root where one fault pages alone, and fails where faults are
+    weaker, several, and share the pager with red herrings and everyday noise (hard and expert alike:
+    herrings there are harmless, so the expert tier's extra difficulty is its extra roots, not louder
+    herrings)."""
+    easy, medium, hard, expert = (accuracy(LoudestSignalAgent, f"gen_{d}", seeds=80)[0] for d in PRESETS)
+    assert min(easy, medium) >= 0.7 and max(hard, expert) <= 0.35, (easy, medium, hard, expert)
