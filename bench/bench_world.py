@@ -209,9 +209,9 @@ def harm(incident: Incident, seed: int, steps: int, baseline: Incident | None = 
     for step in range(steps + 1):
         graded = rubric(*world.user_facing_impact(step), False)
         impact |= graded != "P2" and (calm is None or graded != rubric(*calm[0].user_facing_impact(step), False))
-        already = {(a.service, a.signal, a.level, a.since) for a in calm[1].alerts(step)} if calm else set()
+        already = {(a.service, a.signal, a.level) for a in calm[1].alerts(step)} if calm else set()
         for alert in telemetry.alerts(step):
-            if (alert.service, alert.signal, alert.level, alert.since) in already:
+            if (alert.service, alert.signal, alert.level) in already:
                 continue
             if alert.level == "critical":
                 critical.add(alert.service)
