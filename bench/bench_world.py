@@ -11,7 +11,8 @@ whether the reference agents are a ceiling.
   bench_measure's logistic ranker.
 - harm: the world of each training incident with every fault removed and the red herrings kept: the
   share of incidents whose herrings alone reach graded user impact (the rubric above P2 on a
-  user-facing service), raise a critical page, or a warning that is not chronic; the draws the
+  user-facing service), raise a critical page, or a warning that is not chronic, beyond what the same
+  world without its herrings shows (that baseline has a column of its own); the draws the
   generator redrew because their herrings broke that label principle; and per herring kind, alone in
   the world, the share that pages critically on its own service.
 - ratios: for every fact the outsider's script relies on, its rate on root services over its rate on
@@ -194,18 +195,24 @@ class Harm:
         return self.graded_impact or bool(self.critical_on) or bool(self.acute_on)
 
 
-def harm(incident: Incident, seed: int, steps: int) -> Harm:
+def harm(incident: Incident, seed: int, steps: int, baseline: Incident | None = None) -> Harm:
     """The rubric above P2 on the user-facing services, critical pages, and warnings that are not
-    chronic, from the page through `steps`."""
+    chronic, from the page through `steps`; with a `baseline` world (the same without its herrings),
+    only what differs from it: what the herrings cause, its per-minute noise being the same."""
     world = World(incident, shared=False)
     telemetry = Telemetry(world, seed)
+    calm = (World(baseline, shared=False), Telemetry(World(baseline, shared=False), seed)) if baseline else None
     page = parse_time(incident.started_at)
     impact = False
     critical: set[str] = set()
     acute: set[tuple[str, str]] = set()
     for step in range(steps + 1):
-        impact |= rubric(*world.user_facing_impact(step), False) != "P2"
+        graded = rubric(*world.user_facing_impact(step), False)
+        impact |= graded != "P2" and (calm is None or graded != rubric(*calm[0].user_facing_impact(step), False))
+        already = {(a.service, a.signal, a.level) for a in calm[1].alerts(step)} if calm else set()
         for alert in telemetry.alerts(step):
+            if (alert.service, alert.signal, alert.level) in already:
+                continue
             if alert.level == "critical":
                 critical.add(alert.service)
             elif (page - parse_time(alert.since)).total_seconds() < STALE_ALERT_S:
@@ -235,11 +242,13 @@ def harm_section(count: int) -> dict[str, dict[str, float]]:
             drawn = generation(tier, dataset.TRAIN_SEED_BASE + seed, dataset.training_id(tier, seed))
             incident = drawn.incident
             redraws.append(drawn.herring_redraws)
-            found.append(harm(without_faults(incident), seed, steps))
+            # What the herrings cause: against the same world without them (its own noise pages too).
+            baseline = without_faults(incident, [])
+            found.append(harm(without_faults(incident), seed, steps, baseline))
             # The world's own baseline: what neither a fault nor a herring causes.
-            calm += harm(without_faults(incident, []), seed, steps).any
+            calm += harm(baseline, seed, steps).any
             for index, herring in enumerate(incident.distractions):
-                alone[herring.kind].append(harm(without_faults(incident, [index]), seed, steps))
+                alone[herring.kind].append(harm(without_faults(incident, [index]), seed, steps, baseline))
                 own[herring.kind].append(herring.service)
         shares = {
             "graded impact": sum(h.graded_impact for h in found) / count,

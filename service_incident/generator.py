@@ -17,9 +17,10 @@ from .faults import FAULTS
 from .herrings import HERRINGS, HerringType, in_background
 from .incidents import Distraction, FaultSpec, Incident, LogGap, ServiceSpec, validate
 from .models import Severity
-from .telemetry import fired
+from .telemetry import ALERT_RULES, fired
 from .topology import KINDS
 from .world import (
+    HISTORY_MINUTES,
     P0_ERROR_RATE,
     P0_LATENCY_MS,
     P1_ERROR_RATE,
@@ -68,6 +69,13 @@ OWN_LATENCY = 1.5
 OWN_RATE = 1.2
 OWN_POINTS = 10.0
 MAX_DRAWS = 200
+# Steps after the page a red herring's world is checked over when a signal is near a threshold: every
+# generated task's step budget is within it (a test says so). A signal under NEAR of a threshold at the
+# page stays clear of it whatever the per-minute noise: a few percent on latency and CPU, up to double
+# on a small error rate.
+HERRING_HORIZON = 20
+NEAR = 0.8
+NEAR_ERROR = 0.45
 SETTLE_AFTER = 4
 DRAWS_PER_TOPOLOGY = 3
 INTENSITY_TRIES = 3
@@ -311,24 +319,61 @@ def _places(herring: HerringType, services: list[ServiceSpec], roots: set[str]) 
 
 def harmless_herrings(incident: Incident) -> bool:
     """The label principle for red herrings: alone in the world (every fault removed) they cause no
-    graded user impact and raise no critical page, and any warning they raise is chronic, firing before
-    anything of the incident began. Their states are the same on every step from the page on (no fault
-    changes them), so the page is the step checked; none loses a write of record (`in_background`)."""
+    graded user impact and raise no critical page, and any warning they raise is chronic: firing from
+    before anything of the incident began. None loses a write of record (`in_background`). What they
+    cause is what differs from the same world without them, whose per-minute noise is the same; their
+    side effects are the same on every step from the page on, so a world where every signal they move
+    is clear of its threshold at the page is checked there alone, one near a threshold at every step of
+    the horizon."""
     if not incident.distractions:
         return True
     alone = World(structs.replace(incident, faults=[]), shared=False)
-    if rubric(*alone.user_facing_impact(0), False) != "P2":
-        return False
-    now, before = alone.states_at(0), alone.states_at(pre_incident(alone.incident))
-    for spec in incident.services:
-        firing = fired(spec.user_facing, now[spec.name])
-        if any(rule.critical_at is not None and value >= rule.critical_at for rule, value in firing):
+    calm = World(structs.replace(incident, faults=[], distractions=[]), shared=False)
+    moved = [spec for spec in incident.services if alone.states_at(0)[spec.name] != calm.states_at(0)[spec.name]]
+    steps = range(HERRING_HORIZON + 1) if _near(moved, alone.states_at(0), calm.states_at(0)) else range(1)
+    chronic: set[tuple[str, str]] | None = None
+    for step in steps:
+        states, before = alone.states_at(step), calm.states_at(step)
+        if rubric(*alone.user_facing_impact(step), False) != rubric(*calm.user_facing_impact(step), False):
             return False
-        if {rule.signal for rule, _ in firing} - {
-            rule.signal for rule, _ in fired(spec.user_facing, before[spec.name])
-        }:
-            return False
+        for spec in moved:
+            for rule, value in set(fired(spec.user_facing, states[spec.name])) - set(
+                fired(spec.user_facing, before[spec.name])
+            ):
+                if rule.critical_at is not None and value >= rule.critical_at:
+                    return False
+                if chronic is None:
+                    # What fires at every minute from before the incident to the start of the history.
+                    history = range(pre_incident(alone.incident), -HISTORY_MINUTES + 1)
+                    chronic = set.intersection(*(_firing(incident, alone.states_at(at)) for at in history))
+                if (spec.name, rule.signal) not in chronic:
+                    return False
     return True
+
+
+def _firing(incident: Incident, states: dict[str, ServiceState]) -> set[tuple[str, str]]:
+    return {
+        (spec.name, rule.signal) for spec in incident.services for rule, _ in fired(spec.user_facing, states[spec.name])
+    }
+
+
+def _near(services: list[ServiceSpec], states: dict[str, ServiceState], calm: dict[str, ServiceState]) -> bool:
+    """Whether a signal the herrings move on these services is within reach of a page or of the rubric's
+    first band by noise alone."""
+    for spec in services:
+        state, before = states[spec.name], calm[spec.name]
+        if spec.user_facing and (
+            (state.error_rate != before.error_rate and state.error_rate >= NEAR_ERROR * P1_ERROR_RATE)
+            or (state.p99_ms != before.p99_ms and state.p99_ms >= NEAR * P1_LATENCY_MS)
+        ):
+            return True
+        for rule in ALERT_RULES:
+            if rule.audience in ("any", "user_facing" if spec.user_facing else "internal"):
+                near = NEAR_ERROR if rule.signal.endswith("ratio") else NEAR
+                value = rule.value(state)
+                if value != rule.value(before) and value >= near * rule.threshold:
+                    return True
+    return False
 
 
 def _recoverable_severity(incident: Incident) -> Severity | None:

@@ -78,8 +78,8 @@ HERRINGS: Mapping[HerringKind, HerringType] = {
                 "WARN cpu throttled for {int:10:40}% of the last period",
                 "INFO nightly report generation started for {int:100:900} accounts",
             ),
-            # Below the CPU page (90%): a batch job keeps a service busy, it does not page anyone.
-            busy_cpu=(60.0, 28.0),
+            # Well below the CPU page (90%): a batch job keeps a service busy, it pages no one.
+            busy_cpu=(55.0, 16.0),
             everyday=0.25,
         ),
         # A release's trace is its deploy history and its pods' age, not a line of its own.

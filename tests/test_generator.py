@@ -214,7 +214,7 @@ def test_red_herrings_show_up_as_specified() -> None:
     service = next(d.service for d in noisy.distractions if d.kind == "noisy_neighbour")
     telemetry = Telemetry(World(noisy), 0)
     # A batch job keeps its service busy, visibly in the history, below the CPU page.
-    assert telemetry.metrics(service, 0).history[-1].cpu_pct >= 70
+    assert telemetry.metrics(service, 0).history[-1].cpu_pct >= 60
     roots = {f.service for f in noisy.faults}
     assert service in roots or not any(a.service == service and a.signal == "cpu_pct" for a in telemetry.alerts(0))
     assert World(noisy).states[service].call_failure < 0.05 or service in roots

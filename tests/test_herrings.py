@@ -12,7 +12,7 @@ from msgspec import structs
 
 from service_incident import dataset
 from service_incident.environment import ServiceIncidentEnvironment
-from service_incident.generator import Knobs, generate, generation
+from service_incident.generator import HERRING_HORIZON, Knobs, generate, generation
 from service_incident.herrings import HERRINGS, HerringKind
 from service_incident.incidents import Distraction, Incident, IncidentError, validate
 from service_incident.integrations.tools import TOOLS_BY_NAME
@@ -71,13 +71,22 @@ def _alone(incident: Incident, kept: list[int] | None = None) -> Incident:
 def test_herrings_alone_hurt_no_user_page_no_one_and_warn_only_chronically(tier: str) -> None:
     stale = 0
     for seed in range(DRAWS):
-        incident = _alone(dataset.training_incident(tier, seed))
+        drawn = dataset.training_incident(tier, seed)
+        incident = _alone(drawn)
         world = World(incident, shared=False)
         telemetry = Telemetry(world, seed)
+        # What the herrings cause is what the same world without them (the same per-minute noise) lacks.
+        calm = World(_alone(drawn, []), shared=False)
+        calm_pages = Telemetry(calm, seed)
         page = parse_time(incident.started_at)
         for step in range(GENERATED_BUDGETS[tier] + 1):
-            assert rubric(*world.user_facing_impact(step), world.data_at_risk(step)) == "P2", (seed, step)
+            graded = rubric(*world.user_facing_impact(step), world.data_at_risk(step))
+            assert graded == rubric(*calm.user_facing_impact(step), False), (seed, step)
+            assert graded == "P2", (seed, step)
+            already = {(a.service, a.signal, a.level) for a in calm_pages.alerts(step)}
             for alert in telemetry.alerts(step):
+                if (alert.service, alert.signal, alert.level) in already:
+                    continue
                 assert alert.level == "warning", (seed, alert)
                 assert (page - parse_time(alert.since)).total_seconds() >= CHRONIC_S, (seed, alert)
                 stale += alert.signal == "disk_pct"
@@ -164,3 +173,7 @@ def test_the_metrics_breakdown_filters_to_one_endpoint_or_the_failing_rows() -> 
     assert len(failing) == sum(row.error_rate >= ERRORS_ONLY_FLOOR for row in rows)
     schema = TOOLS_BY_NAME["inspect_metrics"].input_schema["properties"]
     assert schema["endpoint"]["description"] and schema["errors_only"]["description"]
+
+
+def test_the_herring_check_covers_every_generated_tasks_budget() -> None:
+    assert max(GENERATED_BUDGETS.values()) <= HERRING_HORIZON
