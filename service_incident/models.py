@@ -161,7 +161,7 @@ class ShedLoad(_ActionBase, tag="shed_load", frozen=True):
 
 
 class TerminateBlocker(_ActionBase, tag="terminate_blocker", frozen=True):
-    """End the database session holding the row locks others wait on (its pid as diagnostics show it)."""
+    """On a database (the target), end the session its diagnostics show holding the row locks others wait on."""
 
     kind = "remedy"
     target: ServiceName
