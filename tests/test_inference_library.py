@@ -311,10 +311,13 @@ def test_prompts_print_text_views_as_they_read_and_a_chat_turn_only_what_changed
     other = next(s for s in reset.services if s != first)
     after = env.step(CheckHealth(target=other))
     whole = user_prompt(after)
-    assert f"--- logs of {first} ---\n{after.visible_logs[first]}" in whole
-    assert f"--- health of {other} ---\n{after.visible_health[other]}" in whole
+    # Each view headed by the minute it was taken: the logs from reset keep theirs.
+    then, now = reset.clock[11:16], after.clock[11:16]
+    assert then != now
+    assert f"--- logs of {first} (as of {then}) ---\n{after.visible_logs[first]}" in whole
+    assert f"--- health of {other} (as of {now}) ---\n{after.visible_health[other]}" in whole
     turn = delta_prompt(reset, after)
-    assert f"--- health of {other} ---" in turn and f"--- logs of {first} ---" not in turn
+    assert f"--- health of {other} (as of {now}) ---" in turn and f"--- logs of {first} " not in turn
     assert '"topology"' not in turn and '"topology"' in whole
     for prompt in (whole, turn):
         assert '"reward"' not in prompt and '"metadata"' not in prompt and '"score"' not in prompt

@@ -66,7 +66,7 @@ async def test_the_official_client_plays_an_episode_to_its_score(mcp_url: str) -
         look = await client.call_tool("inspect_metrics", {"target": target})
         after = local.step(parse_action({"action": "inspect_metrics", "target": target}))
         assert look.content[0].text == text.revealed(first, after)
-        assert f"visible_metrics:\n  {target}:" in look.content[0].text
+        assert f"visible_metrics:\n  {target} (as of {after.clock[11:16]}):" in look.content[0].text
         assert "topology" not in look.content[0].text  # only what the action revealed
         assert look.structured_content["observation"]["step_count"] == 1
         assert look.structured_content["observation"]["score"] is None
