@@ -12,7 +12,8 @@ rates and the reference ladder.
   but the postmortem) that match the judgment words, and intermediate rewards that are not 0.
 - rates: incidents where two services show an identical error rate at reset; incidents where the
   visible service is a root, against the share of roots among the services.
-- ladder: mean score with a 95% interval per reference agent, per suite and generated tier.
+- ladder: mean score with a 95% interval per reference agent (the fitted one on top), per suite and
+  generated tier.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from service_incident import dataset
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.generator import PRESETS
-from service_incident.harness.agents import REFERENCE_AGENTS, Agent
+from service_incident.harness.agents import AGENTS, Agent
 from service_incident.harness.audit import audit
 from service_incident.harness.identifiability import survey
 from service_incident.models import Observation
@@ -219,11 +220,11 @@ def identify(count: int) -> None:
 def oracle_audit(count: int) -> None:
     tasks = list(TASKS)
     episodes = [(tasks[i % len(tasks)], i) for i in range(count)]
-    names = list(REFERENCE_AGENTS)
+    names = list(AGENTS)
     total_steps, found, paid = 0, [], 0
     for index, name in enumerate(names):
         share = episodes[index :: len(names)]
-        steps, judged, nonzero = audit(share, REFERENCE_AGENTS[name])
+        steps, judged, nonzero = audit(share, AGENTS[name])
         total_steps += steps
         found += judged
         paid += nonzero
@@ -265,7 +266,7 @@ def ladder() -> None:
     for task in TASKS.values():
         key = task.id if task.generated else task.suite
         groups[key] += [(task.id, incident) for incident in task.incidents]
-    names = list(REFERENCE_AGENTS)
+    names = list(AGENTS)
     print(f"| group | episodes | {' | '.join(names)} |")
     print("|---" * (2 + len(names)) + "|")
     overall: dict[str, list[float]] = defaultdict(list)
@@ -282,7 +283,7 @@ def ladder() -> None:
 def _play(name: str, task_id: str, incident_id: str, seed: int = 0) -> float:
     env = ServiceIncidentEnvironment()
     obs = env.reset(task_id=task_id, seed=seed, incident_id=incident_id)
-    return play(REFERENCE_AGENTS[name](seed), env, obs).score or 0.0
+    return play(AGENTS[name](seed), env, obs).score or 0.0
 
 
 def play(agent: Agent, env: ServiceIncidentEnvironment, obs: Observation) -> Observation:
