@@ -15,6 +15,7 @@ import pytest
 
 from service_incident import dataset
 from service_incident.environment import ServiceIncidentEnvironment
+from service_incident.faults import FAULTS
 from service_incident.harness.agents import AGENTS, REFERENCE_AGENTS, Agent, ExpertAgent
 from service_incident.harness.fitted import FittedAgent, world
 from service_incident.harness.fitted import __main__ as command
@@ -102,7 +103,8 @@ def test_the_fingerprint_moves_with_the_answers_and_the_check_says_so(
     def relabelled(tier: str, seed: int) -> Any:
         incident = real(tier, seed)
         fault = incident.faults[0]
-        other = "rollback" if fault.type != "bad_deployment" else "crash_loop"
+        kind = incident.service(fault.service).kind
+        other = next(t for t, k in FAULTS.items() if t != fault.type and kind in k.kinds)
         return msgspec.structs.replace(incident, faults=[msgspec.structs.replace(fault, type=other)])
 
     before = world.fingerprint()
