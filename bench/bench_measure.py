@@ -30,6 +30,7 @@ from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.generator import PRESETS
 from service_incident.harness.agents import AGENTS, Agent
 from service_incident.harness.audit import audit
+from service_incident.harness.fitted.features import depths
 from service_incident.harness.identifiability import survey
 from service_incident.models import Observation
 from service_incident.tasks import TASKS
@@ -45,21 +46,6 @@ _BLAME_KEYS = ("upstream=", "host=")
 def first_observation(task_id: str, seed: int, incident_id: str | None = None) -> Observation:
     """What an agent sees at reset: an evaluation incident by id, or a training incident by seed."""
     return ServiceIncidentEnvironment().reset(task_id=task_id, seed=seed, incident_id=incident_id)
-
-
-def _depths(obs: Observation) -> dict[str, int]:
-    """How far each service lies from an entry point."""
-    depends = {c.name: c.depends_on for c in obs.topology}
-    called = {d for deps in depends.values() for d in deps}
-    depth = {name: 0 for name in depends if name not in called}
-    frontier = list(depth)
-    while frontier:
-        name = frontier.pop()
-        for dep in depends[name]:
-            if depth.get(dep, -1) < depth[name] + 1:
-                depth[dep] = depth[name] + 1
-                frontier.append(dep)
-    return depth
 
 
 def _paged(obs: Observation) -> list[str]:
@@ -91,7 +77,7 @@ def _value(obs: Observation, service: str) -> float:
 
 RULES: dict[str, Callable[[Observation], list[str]]] = {
     "first page": lambda o: _paged(o)[:1] or o.services[:1],
-    "deepest paged": lambda o: sorted(_paged(o) or o.services, key=lambda s: -_depths(o).get(s, 0))[:1],
+    "deepest paged": lambda o: sorted(_paged(o) or o.services, key=lambda s: -depths(o).get(s, 0))[:1],
     "paged internal, worst ratio": lambda o: sorted(
         [s for s in _paged(o) if not next(c for c in o.topology if c.name == s).user_facing]
         or _paged(o)[:1]
@@ -117,7 +103,7 @@ _SIGNALS = ("http_5xx_ratio", "error_ratio", "p99_latency_ms", "cpu_pct", "memor
 
 def features(obs: Observation, service: str) -> list[float]:
     card = next(c for c in obs.topology if c.name == service)
-    depth = _depths(obs)
+    depth = depths(obs)
     alerts = [a for a in obs.alerts if a.service == service]
     now = parse_time(obs.clock)
     since = min(((now - parse_time(a.since)).total_seconds() / 60 for a in alerts), default=0.0)

@@ -55,7 +55,8 @@ def view_templates(obs: Observation, service: str) -> list[str]:
     return found
 
 
-def _depths(obs: Observation) -> dict[str, int]:
+def depths(obs: Observation) -> dict[str, int]:
+    """How far each service lies from an entry point."""
     depends = {c.name: c.depends_on for c in obs.topology}
     called = {d for deps in depends.values() for d in deps}
     depth = {name: 0 for name in depends if name not in called}
@@ -157,7 +158,7 @@ def service_rows(obs: Observation, tier: str, vocabulary: Sequence[str]) -> dict
     origins: Counter[str] = Counter()
     for text in obs.visible_traces.values():
         origins.update(trace_origins(text))
-    depths, blames = _depths(obs), blamed(obs)
+    depth, blames = depths(obs), blamed(obs)
     rows = {}
     for card in obs.topology:
         service = card.name
@@ -167,7 +168,7 @@ def service_rows(obs: Observation, tier: str, vocabulary: Sequence[str]) -> dict
         rows[service] = [
             float(card.user_facing),
             *(float(card.kind == kind) for kind in KINDS),
-            float(depths.get(service, 0)),
+            float(depth.get(service, 0)),
             float(len(card.depends_on)),
             float(len(callers)),
             float(bool(paged & set(callers))),
