@@ -12,7 +12,8 @@ rates and the reference ladder.
   but the postmortem) that match the judgment words, and intermediate rewards that are not 0.
 - rates: incidents where two services show an identical error rate at reset; incidents where the
   visible service is a root, against the share of roots among the services.
-- ladder: mean score with a 95% interval per reference agent, per suite and generated tier.
+- ladder: mean score with a 95% interval per reference agent (the fitted one on top), per suite and
+  generated tier.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from collections.abc import Callable
 from service_incident import dataset
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.generator import PRESETS
-from service_incident.harness.agents import REFERENCE_AGENTS, Agent
+from service_incident.harness.agents import AGENTS, Agent
 from service_incident.harness.audit import audit
+from service_incident.harness.fitted.features import depths
 from service_incident.harness.identifiability import survey
 from service_incident.models import Observation
 from service_incident.tasks import TASKS
@@ -44,21 +46,6 @@ _BLAME_KEYS = ("upstream=", "host=")
 def first_observation(task_id: str, seed: int, incident_id: str | None = None) -> Observation:
     """What an agent sees at reset: an evaluation incident by id, or a training incident by seed."""
     return ServiceIncidentEnvironment().reset(task_id=task_id, seed=seed, incident_id=incident_id)
-
-
-def _depths(obs: Observation) -> dict[str, int]:
-    """How far each service lies from an entry point."""
-    depends = {c.name: c.depends_on for c in obs.topology}
-    called = {d for deps in depends.values() for d in deps}
-    depth = {name: 0 for name in depends if name not in called}
-    frontier = list(depth)
-    while frontier:
-        name = frontier.pop()
-        for dep in depends[name]:
-            if depth.get(dep, -1) < depth[name] + 1:
-                depth[dep] = depth[name] + 1
-                frontier.append(dep)
-    return depth
 
 
 def _paged(obs: Observation) -> list[str]:
@@ -90,7 +77,7 @@ def _value(obs: Observation, service: str) -> float:
 
 RULES: dict[str, Callable[[Observation], list[str]]] = {
     "first page": lambda o: _paged(o)[:1] or o.services[:1],
-    "deepest paged": lambda o: sorted(_paged(o) or o.services, key=lambda s: -_depths(o).get(s, 0))[:1],
+    "deepest paged": lambda o: sorted(_paged(o) or o.services, key=lambda s: -depths(o).get(s, 0))[:1],
     "paged internal, worst ratio": lambda o: sorted(
         [s for s in _paged(o) if not next(c for c in o.topology if c.name == s).user_facing]
         or _paged(o)[:1]
@@ -116,7 +103,7 @@ _SIGNALS = ("http_5xx_ratio", "error_ratio", "p99_latency_ms", "cpu_pct", "memor
 
 def features(obs: Observation, service: str) -> list[float]:
     card = next(c for c in obs.topology if c.name == service)
-    depth = _depths(obs)
+    depth = depths(obs)
     alerts = [a for a in obs.alerts if a.service == service]
     now = parse_time(obs.clock)
     since = min(((now - parse_time(a.since)).total_seconds() / 60 for a in alerts), default=0.0)
@@ -219,11 +206,11 @@ def identify(count: int) -> None:
 def oracle_audit(count: int) -> None:
     tasks = list(TASKS)
     episodes = [(tasks[i % len(tasks)], i) for i in range(count)]
-    names = list(REFERENCE_AGENTS)
+    names = list(AGENTS)
     total_steps, found, paid = 0, [], 0
     for index, name in enumerate(names):
         share = episodes[index :: len(names)]
-        steps, judged, nonzero = audit(share, REFERENCE_AGENTS[name])
+        steps, judged, nonzero = audit(share, AGENTS[name])
         total_steps += steps
         found += judged
         paid += nonzero
@@ -265,7 +252,7 @@ def ladder() -> None:
     for task in TASKS.values():
         key = task.id if task.generated else task.suite
         groups[key] += [(task.id, incident) for incident in task.incidents]
-    names = list(REFERENCE_AGENTS)
+    names = list(AGENTS)
     print(f"| group | episodes | {' | '.join(names)} |")
     print("|---" * (2 + len(names)) + "|")
     overall: dict[str, list[float]] = defaultdict(list)
@@ -282,7 +269,7 @@ def ladder() -> None:
 def _play(name: str, task_id: str, incident_id: str, seed: int = 0) -> float:
     env = ServiceIncidentEnvironment()
     obs = env.reset(task_id=task_id, seed=seed, incident_id=incident_id)
-    return play(REFERENCE_AGENTS[name](seed), env, obs).score or 0.0
+    return play(AGENTS[name](seed), env, obs).score or 0.0
 
 
 def play(agent: Agent, env: ServiceIncidentEnvironment, obs: Observation) -> Observation:

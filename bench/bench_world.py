@@ -21,6 +21,9 @@ whether the reference agents are a ceiling.
   the largest everyday excursion of the other services, measured in the same incident without faults.
 - oracle: an agent that reads the incident's answers and takes the fewest steps to the best score,
   against `expert`, per tier of the evaluation set.
+- ladder: every reference agent (random < symptom_chaser < structured < expert < fitted), the
+  outsider's fitted script and the oracle ceiling, mean score with a 95% interval per generated tier
+  of the evaluation set and per held-out tier.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from msgspec import structs
 from service_incident import dataset
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.generator import PRESETS, generation
-from service_incident.harness.agents import STALE_ALERT_S, ExpertAgent
+from service_incident.harness.agents import AGENTS, STALE_ALERT_S, ExpertAgent
 from service_incident.holdout import TIERS as HELD_OUT_TIERS
 from service_incident.holdout import HoldoutKey
 from service_incident.incidents import Incident
@@ -497,6 +500,33 @@ def oracle_section(evaluation: int = dataset.EVAL_INCIDENTS) -> dict[str, tuple[
     return results
 
 
+# -- the ladder ------------------------------------------------------------------------------------
+
+
+def ladder_section(
+    train: int, holdout: int, evaluation: int = dataset.EVAL_INCIDENTS
+) -> dict[str, dict[str, list[float]]]:
+    """Scores per group for every reference agent, the outsider's script and the oracle."""
+    print(f"\n## Ladder (mean score, 95% interval; the outsider fitted on {train} training seeds per tier)\n")
+    model = outsider.fit(train)
+    names = [*AGENTS, "outsider", "oracle"]
+    print(f"| group | episodes | {' | '.join(names)} |")
+    print("|---" * (2 + len(names)) + "|")
+    results: dict[str, dict[str, list[float]]] = {}
+    for group, cases in groups(holdout, evaluation).items():
+        scores: dict[str, list[float]] = defaultdict(list)
+        for case in cases:
+            for name, make in AGENTS.items():
+                env, obs = case.reset()
+                scores[name].append(play(make(case.seed), env, obs).score or 0.0)
+            env, obs = case.reset()
+            scores["outsider"].append(outsider.play(model, env, obs, case.tier)[0].score or 0.0)
+            scores["oracle"].append(oracle(case).score or 0.0)
+        results[group] = scores
+        print(f"| {group} | {len(cases)} | {' | '.join(_interval(scores[n]) for n in names)} |")
+    return results
+
+
 # Each section, run from the command line's settings, in the order they print.
 SECTIONS: dict[str, Callable[[argparse.Namespace], object]] = {
     "outsider": lambda a: outsider_section(a.train, a.holdout, a.evaluation),
@@ -505,6 +535,7 @@ SECTIONS: dict[str, Callable[[argparse.Namespace], object]] = {
     "ratios": lambda a: ratios_section(a.incidents),
     "weak": lambda a: weak_section(a.incidents),
     "oracle": lambda a: oracle_section(a.evaluation),
+    "ladder": lambda a: ladder_section(a.train, a.holdout, a.evaluation),
 }
 
 

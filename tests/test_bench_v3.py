@@ -102,3 +102,15 @@ def test_weak_root_margins_are_one_per_root(capsys: pytest.CaptureFixture[str]) 
         assert len(margins) == sum(len(dataset.training_incident(tier, s).faults) for s in range(2))
     incident = dataset.training_incident("hard", 0)
     assert len(bench_world.margins(incident, 0)) == len({f.service for f in incident.faults})
+
+
+@pytest.mark.slow
+def test_the_ladder_puts_every_player_on_the_same_incidents(capsys: pytest.CaptureFixture[str]) -> None:
+    results = bench_world.ladder_section(train=8, holdout=1, evaluation=2)
+    out = capsys.readouterr().out
+    assert "| group | episodes | random | symptom_chaser | structured | expert | fitted | outsider | oracle |" in out
+    assert set(results) == {"gen_easy", "gen_medium", "gen_hard", "gen_expert", "holdout_hard", "holdout_expert"}
+    for group, scores in results.items():
+        assert {len(v) for v in scores.values()} == {1 if group.startswith("holdout") else 2}, group
+        # The oracle knows the answers: no player beats it on an incident.
+        assert all(o >= max(s[i] for s in scores.values()) for i, o in enumerate(scores["oracle"])), group

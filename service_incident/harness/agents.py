@@ -9,8 +9,10 @@
   by wrong blame and by callers that do not name their upstream; it never remediates.
 - `LoudestSignalAgent` (the symptom chaser) reads dashboards and blames the worst error rate.
 - `RandomAgent` acts at random: the floor.
+- `fitted.FittedAgent` investigates like `expert` but ranks suspects, fixes and severity with models
+  fitted on training play: the top rung.
 
-`REFERENCE_AGENTS` lists them as a skill ladder, weakest first.
+`REFERENCE_AGENTS` lists them as a skill ladder, weakest first; `AGENTS` adds the fitted one on top.
 """
 
 from __future__ import annotations
@@ -542,6 +544,13 @@ def _expert(seed: int) -> Agent:
     return ExpertAgent()
 
 
+def _fitted(seed: int) -> Agent:
+    # The fitted agent builds on this module's rules, so it is imported when first asked for.
+    from .fitted import FittedAgent
+
+    return FittedAgent()
+
+
 # The skill ladder, weakest first: each agent is a new one per episode, built from the episode's seed.
 REFERENCE_AGENTS: dict[str, AgentFactory] = {
     "random": _random,
@@ -549,3 +558,7 @@ REFERENCE_AGENTS: dict[str, AgentFactory] = {
     "structured": _structured,
     "expert": _expert,
 }
+# Above the ladder: agents fitted on training play of the generated tiers (elsewhere they play as
+# `expert` does), so they rank with the ladder on those tiers only.
+FITTED_AGENTS: dict[str, AgentFactory] = {"fitted": _fitted}
+AGENTS: dict[str, AgentFactory] = {**REFERENCE_AGENTS, **FITTED_AGENTS}

@@ -25,6 +25,7 @@ from service_incident.client import EnvClientError
 from ..holdout import KEY_SETTING, HoldoutKey, fingerprint
 from ..tasks import HELD_OUT, TASKS, Task, catalogue, find_task
 from . import report
+from .agents import AGENTS as REFERENCE_PLAYERS
 from .agents import REFERENCE_AGENTS
 from .evaluation import DEFAULT_CONCURRENCY, evaluate, reference_policy
 from .llm import (
@@ -41,7 +42,7 @@ from .records import BENCHMARK, EpisodeRecord, EpisodeSpec, UnreadableResults, d
 from .session import InProcess, Sessions, over_websocket
 
 LLM = "llm"
-AGENTS = (*REFERENCE_AGENTS, LLM)
+AGENTS = (*REFERENCE_PLAYERS, LLM)
 # The default LLM run plays at most this many model calls even if every episode spends its whole
 # step budget: about 8 minutes at 4 s per call with 4 in flight, 20 minutes at 10 s.
 LLM_CALL_BUDGET = 480

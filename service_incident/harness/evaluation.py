@@ -31,7 +31,7 @@ import anyio
 
 from ..models import Action, Observation, ResetRequest
 from ..scoring import SCORE_FLOOR
-from .agents import REFERENCE_AGENTS, Agent
+from .agents import AGENTS, Agent
 from .records import (
     BENCHMARK,
     EpisodeRecord,
@@ -83,8 +83,8 @@ class EndpointFailure(RuntimeError):
 
 
 def reference_policy(name: str) -> PolicyFactory:
-    """A reference agent from `agents.REFERENCE_AGENTS` as a policy factory; its seed comes from the episode."""
-    make = REFERENCE_AGENTS[name]
+    """A reference agent from `agents.AGENTS` as a policy factory; its seed comes from the episode."""
+    make = AGENTS[name]
 
     def policy_for(spec: EpisodeSpec) -> Policy:
         agent: Agent = make(zlib.crc32(spec.name.encode()))

@@ -2,7 +2,9 @@
 
 For an incident, every alternative hypothesis an engineer could hold is built as an incident of its
 own — each fault moved to another service that could host it, each fault given another type its
-service could have, each fault removed — and the episode's full telemetry at the page (every view of
+service could have, each fault removed, each red herring's service a root as well (of the fault
+type the herring's signals suggest), each root only a red herring (its fault as side work no user
+request waits on) — and the episode's full telemetry at the page (every view of
 every service, and the pages) is rendered under the truth and under the alternative. The hypothesis
 is contradicted when some view differs in what an engineer can tell apart: a line that is there or
 not, a word, a status, or a number in another order of magnitude (numbers are compared by magnitude,
@@ -23,7 +25,7 @@ from collections.abc import Iterator
 from msgspec import structs
 
 from ..faults import FAULTS
-from ..incidents import Incident
+from ..incidents import Distraction, FaultSpec, Incident
 from ..telemetry import Telemetry, View, level
 from ..world import World
 
@@ -120,6 +122,51 @@ def alternatives(incident: Incident) -> Iterator[tuple[str, Incident, tuple[str,
         if len(incident.faults) > 1:
             fewer = [f for i, f in enumerate(incident.faults) if i != index]
             yield "one fault fewer", structs.replace(incident, faults=fewer), (fault.service,)
+    yield from herring_alternatives(incident)
+
+
+# The fault types a red herring's signals suggest, most likely first: the first its service can host
+# is the hypothesis. A minor fault suggests its own type; a misleading line suggests a fault of the
+# dependency it blames.
+SUGGESTED: dict[str, tuple[str, ...]] = {
+    "recent_deploy": ("bad_deployment",),
+    "stale_alert": ("disk_full",),
+    "flaky_errors": ("external_dependency_failure", "upstream_rate_limit", "connection_pool_exhaustion", "crash_loop"),
+    "noisy_neighbour": ("traffic_spike", "connection_pool_exhaustion", "cache_eviction", "crash_loop"),
+    "misleading_log": ("thread_pool_starvation", "slow_query", "cache_eviction", "crash_loop"),
+    "minor_fault": (),
+}
+HERRING_IS_ROOT = "herring is also a root"
+ROOT_IS_HERRING = "root is only a herring"
+
+
+def suspected(incident: Incident, herring: Distraction) -> FaultSpec | None:
+    """The fault an engineer might take a red herring for, on the service its signals point at, as
+    strong as the incident's weakest root; None when that service cannot host such a fault."""
+    service = herring.blames if herring.kind == "misleading_log" and herring.blames else herring.service
+    kind = incident.service(service).kind
+    types = (herring.fault,) if herring.kind == "minor_fault" and herring.fault else SUGGESTED[herring.kind]
+    hosted = [t for t in types if t in FAULTS and kind in FAULTS[t].kinds]
+    if not hosted or any(f.service == service for f in incident.faults):
+        return None
+    return FaultSpec(service=service, type=hosted[0], intensity=min(f.intensity for f in incident.faults))
+
+
+def herring_alternatives(incident: Incident) -> Iterator[tuple[str, Incident, tuple[str, ...]]]:
+    """Each red herring a root as well (in place of the herring), and each root only a herring: its
+    fault as a minor fault on side work, as strong as the fault was."""
+    for index, herring in enumerate(incident.distractions):
+        fault = suspected(incident, herring)
+        if fault is not None:
+            others = [d for i, d in enumerate(incident.distractions) if i != index]
+            alternative = structs.replace(incident, faults=[*incident.faults, fault], distractions=others)
+            yield f"{HERRING_IS_ROOT} ({herring.kind})", alternative, (fault.service,)
+    for index, fault in enumerate(incident.faults):
+        strength = round(min(1.0, max(0.2, fault.intensity)), 2)
+        side = Distraction(kind="minor_fault", service=fault.service, fault=fault.type, strength=strength)
+        fewer = [f for i, f in enumerate(incident.faults) if i != index]
+        alternative = structs.replace(incident, faults=fewer, distractions=[*incident.distractions, side])
+        yield f"{ROOT_IS_HERRING} ({fault.type})", alternative, (fault.service,)
 
 
 SEEDS = (0, 1)
