@@ -42,20 +42,20 @@ def test_the_check_sees_an_io_library_when_one_is_loaded() -> None:
 
 
 IN_PROCESS_EVALUATION = """
-import anyio
+import asyncio
 from service_incident.harness.evaluation import evaluate, reference_policy
 from service_incident.harness.records import plan
 from service_incident.harness.session import InProcess
 from service_incident.tasks import TASKS
-records = anyio.run(lambda: evaluate(reference_policy("expert"), plan([TASKS["easy"]]), sessions=InProcess()))
+records = asyncio.run(evaluate(reference_policy("expert"), plan([TASKS["easy"]]), sessions=InProcess()))
 assert records and all(record.failure is None for record in records), records
 """
 
 
-def test_an_in_process_evaluation_loads_neither_the_client_nor_websockets() -> None:
+def test_an_in_process_evaluation_loads_neither_the_client_nor_websockets_nor_anyio() -> None:
     loaded = loaded_after_importing((), then=IN_PROCESS_EVALUATION)
     assert "service_incident.harness.evaluation" in loaded
-    assert [name for name in loaded if name.split(".")[0] == "websockets" or ".client" in name] == []
+    assert [name for name in loaded if name.split(".")[0] in ("websockets", "anyio") or ".client" in name] == []
 
 
 def test_the_evaluation_command_needs_openai_only_for_the_llm_agent() -> None:

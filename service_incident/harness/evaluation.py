@@ -23,11 +23,10 @@ Each finished episode is an `EpisodeRecord` (see `records`).
 
 from __future__ import annotations
 
+import asyncio
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
-
-import anyio
 
 from ..models import Action, Observation, ResetRequest
 from ..scoring import SCORE_FLOOR
@@ -128,7 +127,8 @@ async def _play_all(
     concurrency: int,
     on_episode: Callable[[EpisodeRecord], None] | None,
 ) -> list[EpisodeRecord]:
-    limiter = anyio.CapacityLimiter(concurrency)
+    # asyncio alone, so an in-process evaluation loads no I/O library (the server's anyio included).
+    limiter = asyncio.Semaphore(concurrency)
     records: list[EpisodeRecord | None] = [None] * len(episodes)
 
     async def one(index: int, spec: EpisodeSpec) -> None:
@@ -151,9 +151,9 @@ async def _play_all(
                 if on_episode is not None:
                     on_episode(record)
 
-    async with anyio.create_task_group() as group:
+    async with asyncio.TaskGroup() as group:
         for index, spec in enumerate(episodes):
-            group.start_soon(one, index, spec)
+            group.create_task(one(index, spec))
     return [record for record in records if record is not None]
 
 

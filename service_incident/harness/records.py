@@ -136,14 +136,12 @@ def describe(action: Action) -> str:
     """An action as one token for the [STEP] line: `inspect_logs(db)`, `declare(db+cache,P0)`: the
     services it names joined by `+`, then its other arguments, whatever the action."""
     fields = msgspec.structs.asdict(action)
-    defaults = {field.name: field.default for field in msgspec.structs.fields(action)}
     targets = [t for name in _TARGETS for t in _listed(fields.get(name))]
     args = ["+".join(targets)] if targets else []
-    # An argument left at its default (an unfiltered view) is not shown.
     args += [
         "+".join(_listed(value))
         for name, value in fields.items()
-        if name not in _TARGETS and name not in _UNSHOWN and value != defaults[name] and _listed(value)
+        if name not in _TARGETS and name not in _UNSHOWN and _listed(value)
     ]
     return "_".join(f"{action_name(action)}({','.join(args)})".split())  # one token, spaces and all
 

@@ -14,12 +14,12 @@ WebSocket session is asked for: an in-process evaluation loads neither it nor we
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Protocol
 
-import anyio
 import msgspec
 
 from ..environment import ServiceIncidentEnvironment
@@ -51,12 +51,12 @@ class _InProcessSession:
     async def reset(self, request: ResetRequest) -> Observation:
         observation = self._env.start(request)
         # The environment never waits; a checkpoint lets concurrent episodes (and model calls) take turns.
-        await anyio.lowlevel.checkpoint()
+        await asyncio.sleep(0)
         return observation
 
     async def step(self, action: Action) -> Observation:
         observation = self._env.step(action)
-        await anyio.lowlevel.checkpoint()
+        await asyncio.sleep(0)
         return observation
 
 
@@ -108,6 +108,8 @@ class WebSocket:
     @asynccontextmanager
     async def embedded(cls) -> AsyncIterator[WebSocket]:
         """A server of our own on a free local port, stopped when the block ends (interrupted too)."""
+        import anyio
+
         from service_incident.client import LocalServer
 
         local = LocalServer()
