@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ import pytest
 from msgspec import Struct
 from serving import STOCK_DIR, process_on_socket
 
-from service_incident.client import CapacityReached, EnvClient, ServerError
+from service_incident.client import CapacityReached, Desynchronised, EnvClient, ServerError
 
 
 class EchoAction(Struct):
@@ -68,9 +69,17 @@ async def test_our_client_does_not_desync_on_a_stock_server(stock_server: str) -
         with pytest.raises(TimeoutError):
             await env.step(EchoAction("slow"))
         env.message_timeout_s = 5
-        state = await env.state()  # the stock client would get the late observation here
-        assert (state.episode_id, state.step_count) == ("slowpoke", 1)
+        # The stock client would take the late observation for the state's reply here. Ours never
+        # does: with the reply still owed, it refuses at once, typed, and a reset starts in step.
+        with pytest.raises(Desynchronised):
+            await env.state()
+        await env.reset(episode_id="again")
+        state = await env.state()
+        assert (state.episode_id, state.step_count) == ("again", 0)
         assert (await env.step(EchoAction("hi"))).observation.echoed_message == "hi"
+    # The stock server frees the abandoned session only once its blocking slow step (echo_env.SLOW_S,
+    # half a second) has returned.
+    await asyncio.sleep(1.0)
 
 
 async def test_capacity_on_a_stock_server_is_capacity_reached(stock_server: str) -> None:

@@ -154,6 +154,10 @@ _TECH_JOBS: Mapping[str, tuple[Job, ...]] = {
         ),
     ),
 }
+# Every job any service may run, for surveys of their lines.
+JOBS: tuple[Job, ...] = tuple(
+    {job.name: job for job in (*_APP_JOBS, *_DATASTORE_JOBS, *(j for own in _TECH_JOBS.values() for j in own))}.values()
+)
 # Technologies that keep no data and run no jobs of the application's kind: their own jobs alone.
 _OWN_JOBS_ONLY = frozenset({*PROXY_TECHS, "memcached"})
 # How often a failing job's lines repeat in a log window (it retries), at most.
