@@ -107,13 +107,14 @@ async def test_a_timed_out_call_never_shifts_later_replies(server_url: str) -> N
         with pytest.raises(NoReply):
             await env.step(InspectLogs(target="db"))
         env.message_timeout_s = 5
-        with pytest.raises(Desynchronised):  # its reply had not come by this call: nothing more is sent
-            await env.state()
-        # The server took the step all the same, and once the dropped session is over its log says so.
-        health = f"{server_url}/health"
-        await asyncio.to_thread(eventually, lambda: httpx.get(health).json()["active_sessions"] == 0, "session gone")
-        assert (await env.resume()).observation.step_count == 1
-        state = await env.state()
+        try:  # its reply may have come by this call (it is dropped, the session goes on), or not
+            state = await env.state()
+        except Desynchronised:  # it had not: nothing more is sent
+            # The server took the step all the same, and once the dropped session is over its log says so.
+            health = f"{server_url}/health"
+            await asyncio.to_thread(eventually, lambda: httpx.get(health).json()["active_sessions"] == 0, "gone")
+            assert (await env.resume()).observation.step_count == 1
+            state = await env.state()
         assert (state.episode_id, state.step_count) == ("desync", 1)  # the episode survived
         # An outer deadline cancels the call instead. Whether or not its frame left, nothing shifts:
         # the next call gets its own reply, or is refused as out of step until a reset.
