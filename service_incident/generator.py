@@ -443,7 +443,7 @@ def own_impact(incident: Incident, index: int) -> bool:
     for spec in incident.services:
         now, then = sick[spec.name], calm[spec.name]
         if spec.name in callers and (
-            now.request_error - then.request_error >= OWN_ERROR or now.p99_ms >= OWN_LATENCY * then.p99_ms
+            now.error_rate - then.error_rate >= OWN_ERROR or now.p99_ms >= OWN_LATENCY * then.p99_ms
         ):
             return True
         if {rule for rule, _ in fired(spec.user_facing, now)} - {rule for rule, _ in fired(spec.user_facing, then)}:

@@ -336,7 +336,7 @@ def test_a_remedy_is_judged_by_what_it_measurably_did_to_a_root() -> None:
         world.remediate("shed_load", root)
         verdict = scoring.judge_remedy(world)
         steps = range(world.step, world.step + scoring.EFFECT_STEPS)
-        drop = max(untouched.states_at(s)[root].request_error - world.states_at(s)[root].request_error for s in steps)
+        drop = max(untouched.states_at(s)[root].error_rate - world.states_at(s)[root].error_rate for s in steps)
         faster = max(1 - world.states_at(s)[root].p99_ms / untouched.states_at(s)[root].p99_ms for s in steps)
         assert not verdict.heals
         assert (root in verdict.eased) == (drop >= scoring.EASED_ERROR or faster >= scoring.EASED_P99)

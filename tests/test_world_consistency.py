@@ -602,7 +602,7 @@ def test_a_minor_faults_failures_never_reach_its_callers_requests() -> None:
             others = [d for i, d in enumerate(incident.distractions) if i != index]
             world, calm = World(incident), World(structs.replace(incident, distractions=others))
             for caller in [s.name for s in incident.services if service in s.depends_on]:
-                assert world.states[caller].request_error == pytest.approx(calm.states[caller].request_error)
+                assert world.states[caller].error_rate == pytest.approx(calm.states[caller].error_rate)
                 for sample in range(3):
                     assert _failing_spans(world, caller, service, sample) == _failing_spans(
                         calm, caller, service, sample

@@ -70,7 +70,7 @@ def judge_remedy(world: World) -> RemedyVerdict:
         eased |= {
             root
             for root in world.root_causes
-            if then[root].request_error - now[root].request_error >= EASED_ERROR
+            if then[root].error_rate - now[root].error_rate >= EASED_ERROR
             or then[root].p99_ms - now[root].p99_ms >= EASED_P99 * then[root].p99_ms
         }
         (error, p99), (error_then, p99_then) = world.graded_impact(step), without.graded_impact(step)

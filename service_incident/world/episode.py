@@ -172,7 +172,7 @@ class World:
         # Side work failing (a red herring's batch job or webhook) does not keep users from being served.
         states = self.states
         facing = [states[n.name] for n in self.plan.nodes if n.user_facing]
-        return max(s.request_error for s in facing) < P1_ERROR_RATE and max(s.p99_ms for s in facing) < P1_LATENCY_MS
+        return max(s.error_rate for s in facing) < P1_ERROR_RATE and max(s.p99_ms for s in facing) < P1_LATENCY_MS
 
     def user_facing_impact(self, step: int | None = None) -> tuple[float, float]:
         """Worst error rate and worst p99 latency of user-facing services at a step (now by default): what

@@ -71,8 +71,6 @@ class ServiceState(msgspec.Struct, frozen=True, gc=False):
     # work a trace starting at the service samples, though no caller's request meets it.
     minor_error: float = 0.0
     minor_mode: FailureMode = "error"
-    # The share of requests that fail, what users meet: error_rate.
-    request_error: float = 0.0
 
     @property
     def latency_ms(self) -> float:
@@ -281,7 +279,7 @@ def _service_state(  # noqa: C901
     # Clamps spelled out rather than min() and max(): the same values, without two calls per bound.
     cpu = cpu if cpu < 99.5 else 99.5
     memory = memory if memory < 99.9 else 99.9
-    request_error = error_rate if error_rate < 1.0 else 1.0
+    error_rate = error_rate if error_rate < 1.0 else 1.0
     call_failure = error_rate + silent
     if health is None:  # no fault of its own: its health follows from what it serves
         if error_rate >= 0.9:
@@ -295,7 +293,7 @@ def _service_state(  # noqa: C901
         name,
         p50,
         floor if floor > p99 else p99,
-        request_error,
+        error_rate,
         requests,
         cpu if cpu > 0.5 else 0.5,
         memory if memory > 1.0 else 1.0,
@@ -309,7 +307,6 @@ def _service_state(  # noqa: C901
         extra_error,
         minor_error,
         minor_mode,
-        request_error,
     )
 
 
