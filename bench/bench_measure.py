@@ -98,7 +98,7 @@ def pager_severity(obs: Observation) -> str:
 
 
 _KINDS = ("gateway", "database", "cache", "queue", "external")
-_SIGNALS = ("http_5xx_ratio", "error_ratio", "p99_latency_ms", "cpu_pct", "memory_pct", "disk_pct")
+_SIGNALS = ("http_5xx_ratio", "p99_latency_ms", "cpu_pct", "memory_pct", "disk_pct")
 
 
 def features(obs: Observation, service: str) -> list[float]:

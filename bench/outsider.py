@@ -52,7 +52,7 @@ MEMORY_RISE_POINTS = 8.0
 TEMPLATE_MIN_COUNT = 10
 TEMPLATE_VOCABULARY = 300
 DATASTORES = ("database", "cache", "queue")
-_SIGNALS = ("http_5xx_ratio", "error_ratio", "p99_latency_ms", "cpu_pct", "memory_pct", "disk_pct")
+_SIGNALS = ("http_5xx_ratio", "p99_latency_ms", "cpu_pct", "memory_pct", "disk_pct")
 # Ids, hashes, numbers and the hex tails of pod and job names: a whole run of hex digits with a digit in it.
 _HEX = re.compile(r"(?<![A-Za-z0-9])(?=[0-9a-f]*\d)[0-9a-f]+(?![A-Za-z0-9])")
 _DIGITS = re.compile(r"\d+")

@@ -368,7 +368,7 @@ def _near(services: list[ServiceSpec], states: dict[str, ServiceState], calm: di
         ):
             return True
         for rule in ALERT_RULES:
-            if rule.audience in ("any", "user_facing" if spec.user_facing else "internal"):
+            if rule.audience == "any" or spec.user_facing:
                 near = NEAR_ERROR if rule.signal.endswith("ratio") else NEAR
                 value = rule.value(state)
                 if value != rule.value(before) and value >= near * rule.threshold:
@@ -386,7 +386,7 @@ def _recoverable_severity(incident: Incident) -> Severity | None:
     """
     world = World(incident)
     states = world.states_at(0)
-    if not _traceable(incident, states):
+    if not traceable(incident, states):
         return None
     at_risk = world.data_at_risk(0)
     severities: list[Severity] = []
@@ -464,7 +464,7 @@ def _callers(incident: Incident, service: str) -> set[str]:
     return found
 
 
-def _traceable(incident: Incident, states: dict[str, ServiceState]) -> bool:
+def traceable(incident: Incident, states: dict[str, ServiceState]) -> bool:
     """Every root is paged itself or reached along failing calls from a paged user-facing service."""
 
     # Only the user-facing services and the roots are asked whether they page.

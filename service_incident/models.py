@@ -292,7 +292,7 @@ class Alert(Struct, frozen=True, kw_only=True):
     """
 
     service: str
-    signal: Literal["http_5xx_ratio", "error_ratio", "p99_latency_ms", "cpu_pct", "memory_pct", "disk_pct"]
+    signal: Literal["http_5xx_ratio", "p99_latency_ms", "cpu_pct", "memory_pct", "disk_pct"]
     level: Literal["critical", "warning"]
     status: Literal["firing", "resolved"]
     value: float

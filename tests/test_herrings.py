@@ -101,7 +101,6 @@ _HISTORY = {
     "cpu_pct": "cpu_pct",
     "memory_pct": "memory_pct",
     "p99_latency_ms": "p99_ms",
-    "error_ratio": "error_rate",
     "http_5xx_ratio": "error_rate",
 }
 

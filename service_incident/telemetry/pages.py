@@ -32,7 +32,7 @@ from .metrics import lagged, significant
 if TYPE_CHECKING:
     from .state import TelemetryState
 
-Signal = Literal["http_5xx_ratio", "error_ratio", "p99_latency_ms", "cpu_pct", "memory_pct"]
+Signal = Literal["http_5xx_ratio", "p99_latency_ms", "cpu_pct", "memory_pct"]
 # An alert by the service it watches and its signal.
 AlertKey = tuple[str, Signal]
 # Which rules fire at a step, and on what value.
@@ -48,13 +48,16 @@ class AlertRule:
     """One paging rule: a signal on some services, firing at or above a threshold."""
 
     signal: Signal
-    audience: Literal["user_facing", "internal", "any"]
+    audience: Literal["user_facing", "any"]
     threshold: float
     value: Callable[[ServiceState], float]
     summary: str
     critical_at: float | None = None
 
 
+# Pages watch symptoms: what users meet on the user-facing services (their errors against the SLO and
+# their p99 against its objective), and saturation anywhere. An internal service's error rate is on its
+# dashboard, not the pager: which dependency failed the paged requests is for the investigation to find.
 ALERT_RULES: tuple[AlertRule, ...] = (
     # Every failed request counts, rejected credentials (401) as well as server errors: the summary says so.
     AlertRule(
@@ -64,9 +67,6 @@ ALERT_RULES: tuple[AlertRule, ...] = (
         lambda s: s.error_rate,
         "HTTP error ratio (5xx and 401) {value:.1%} over 1m, peak {peak:.1%} (SLO 99.5%)",
         critical_at=0.05,
-    ),
-    AlertRule(
-        "error_ratio", "internal", 0.10, lambda s: s.error_rate, "error ratio {value:.1%} over 1m, peak {peak:.1%}"
     ),
     AlertRule(
         "p99_latency_ms",
@@ -82,7 +82,7 @@ ALERT_RULES: tuple[AlertRule, ...] = (
 
 # The rules that watch a user-facing service (True) and an internal one (False), in ALERT_RULES' order.
 _WATCHING: dict[bool, tuple[AlertRule, ...]] = {
-    facing: tuple(rule for rule in ALERT_RULES if rule.audience in ("any", "user_facing" if facing else "internal"))
+    facing: tuple(rule for rule in ALERT_RULES if rule.audience == "any" or facing)
     for facing in (True, False)
 }
 _RULES = {rule.signal: rule for rule in ALERT_RULES}
