@@ -146,7 +146,9 @@ def _pager_example(obs: Observation, tier: str, roots: frozenset[str]) -> outsid
     return outsider.Example(tier, {s: outsider.pager_row(obs, s, tier) for s in obs.services}, roots, {}, "", [])
 
 
-def pager_section(train: int, holdout: int, evaluation: int = dataset.EVAL_INCIDENTS) -> dict[str, tuple[float, float]]:
+def pager_section(
+    train: int, holdout: int, evaluation: int = dataset.EVAL_INCIDENTS
+) -> dict[str, tuple[float, float, float]]:
     print(f"\n## Pager-only rankers (first observation; fitted on {train} training seeds per tier)\n")
     examples, logistic_rows = [], []
     for seed in range(train):
@@ -160,17 +162,21 @@ def pager_section(train: int, holdout: int, evaluation: int = dataset.EVAL_INCID
     logistic.fit(logistic_rows)
     thresholds = ", ".join(f"gen_{t} {boosted.thresholds.get(t, 0.5):.2f}" for t in PRESETS)
     print(f"thresholds tuned on the last quarter of the training seeds: {thresholds}\n")
-    print("| group | episodes | gradient-boosted exact roots | logistic (bench_measure) exact roots |")
-    print("|---|---|---|---|")
+    print(
+        "| group | episodes | gradient-boosted exact roots | logistic (bench_measure) exact roots "
+        "| rule: first paged on their paths |"
+    )
+    print("|---|---|---|---|---|")
     results = {}
     for group, cases in groups(holdout, evaluation).items():
-        hits, plain = [], []
+        hits, plain, rule = [], [], []
         for case in cases:
             _, obs = case.reset()
             hits.append(boosted.choose(_pager_example(obs, case.tier, case.roots)) == case.roots)
             plain.append(frozenset(logistic.predict(obs)) == case.roots)
-        results[group] = (sum(hits) / len(hits), sum(plain) / len(plain))
-        print(f"| {group} | {len(cases)} | {_rate(hits)} | {_rate(plain)} |")
+            rule.append(outsider.first_on_their_paths(obs) == case.roots)
+        results[group] = (sum(hits) / len(hits), sum(plain) / len(plain), sum(rule) / len(rule))
+        print(f"| {group} | {len(cases)} | {_rate(hits)} | {_rate(plain)} | {_rate(rule)} |")
     return results
 
 

@@ -140,6 +140,29 @@ def _minutes_before(obs: Observation, page: str, stamp: str) -> float:
     return (parse_time(page) - parse_time(stamp)).total_seconds() / 60
 
 
+def first_on_their_paths(obs: Observation) -> frozenset[str]:
+    """The pager's rule of thumb: services paged within the hour (chronic warnings left out) below
+    which nothing was paged earlier or at once, read from the topology and the pages alone."""
+    onset: dict[str, float] = {}
+    for alert in obs.alerts:
+        before = _minutes_before(obs, obs.clock, alert.since)
+        if before * 60 < STALE_ALERT_S:
+            onset[alert.service] = max(onset.get(alert.service, before), before)
+    depends = {card.name: card.depends_on for card in obs.topology}
+
+    def below(service: str) -> set[str]:
+        found: set[str] = set()
+        frontier = list(depends[service])
+        while frontier:
+            name = frontier.pop()
+            if name not in found:
+                found.add(name)
+                frontier += depends[name]
+        return found
+
+    return frozenset(s for s in onset if not any(onset.get(d, -1.0) >= onset[s] for d in below(s)))
+
+
 @dataclass
 class Seen:
     """The facts about one service the outsider's features are made of, with names for the ratios."""
@@ -258,11 +281,13 @@ def row(obs: Observation, service: str, page: str, vocabulary: Sequence[str], ti
 
 
 def pager_row(obs: Observation, service: str, tier: str) -> list[float]:
-    """The first observation's features of one service: bench_measure's, and each alert's onset against
-    the page, its level and its `since` (the page is the reset's clock)."""
+    """The first observation's features of one service: bench_measure's, whether the pager's rule of
+    thumb names it, and each alert's onset against the page, its level and its `since` (the page is the
+    reset's clock)."""
     seen = alert_facts(obs, service, obs.clock)
     return [
         *features(obs, service),
+        float(service in first_on_their_paths(obs)),
         *(float(seen.flags.get(name, False)) for name in FLAG_NAMES[:ALERT_FLAGS]),
         *(seen.values[name] for name in VALUE_NAMES[: 4 * len(_SIGNALS)]),
         *(float(tier == d) for d in PRESETS),

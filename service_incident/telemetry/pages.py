@@ -82,8 +82,7 @@ ALERT_RULES: tuple[AlertRule, ...] = (
 
 # The rules that watch a user-facing service (True) and an internal one (False), in ALERT_RULES' order.
 _WATCHING: dict[bool, tuple[AlertRule, ...]] = {
-    facing: tuple(rule for rule in ALERT_RULES if rule.audience == "any" or facing)
-    for facing in (True, False)
+    facing: tuple(rule for rule in ALERT_RULES if rule.audience == "any" or facing) for facing in (True, False)
 }
 _RULES = {rule.signal: rule for rule in ALERT_RULES}
 
