@@ -9,7 +9,7 @@ uniformly; nothing here names an incident.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -106,9 +106,20 @@ class FaultType:
     termination: str | None = None
     # Minutes the fault had been building before the page: (least, most).
     lead: tuple[int, int] = (2, 8)
+    # A fault that acts through a dependency of this kind lands only on a service that calls one; at
+    # strength 1 each of its requests sends that dependency `fanout` times its usual calls on top (a
+    # query per item of a list: N+1), and the dependency's own diagnostics show `pushed_report`, with
+    # the fault's service as the client and its statements on that service's tables.
+    through: str | None = None
+    fanout: float = 0.0
+    pushed_report: str | None = None
 
     def data_at_risk(self, kind: str) -> bool:
         return self.loses_writes and kind in RECORD_KINDS
+
+    def hosts(self, kind: str, dependency_kinds: Iterable[str]) -> bool:
+        """Whether a service of this kind, calling dependencies of these kinds, can have the fault."""
+        return kind in self.kinds and (self.through is None or self.through in dependency_kinds)
 
     def phrasings(self, tech: str) -> tuple[tuple[str, ...], ...]:
         logs = self.logs
@@ -141,6 +152,14 @@ _CACHE_FILES = {
     ),
     "proxy": ("conf.d/proxy_cache.conf", "filters/response_cache.yaml"),
     "*": ("config/sessions_keyspace.conf", "config/eviction.conf"),
+}
+# What a release that changed how an application reads its data touched.
+_QUERY_FILES = {
+    "app": (
+        "repository/order_items.{ext}, api/order_summary.{ext}",
+        "models/line_item.{ext}, serializers/history.{ext}",
+        "dao/listing_query.{ext}",
+    ),
 }
 _MIGRATIONS = (
     "migrations/orders_customer_idx.sql, schema/orders.sql",
@@ -599,6 +618,38 @@ FAULTS: Mapping[str, FaultType] = {
                 "*": "slowest statements: SELECT ... WHERE customer_id = ? mean {int:3000:9000}ms "
                 "calls={int:200:900}/min (full scan, rows={int:2:9}000000); connections active={int:40:80} max={max_conn}"
             },
+        ),
+        FaultType(
+            "n_plus_one_query",
+            APP_KINDS,
+            {
+                "jvm": (
+                    (
+                        'WARN org.hibernate.stat - request "{endpoint}" executed {int:40:160} JDBC statements in '
+                        "{int:900:3000}ms build={version}",
+                        'WARN slow request "{endpoint}" {int:900:3000}ms db_time={int:800:2800}ms build={version}',
+                    ),
+                ),
+                "app": (
+                    (
+                        'WARN slow request "{endpoint}" {int:900:3000}ms across {int:40:160} queries build={version}',
+                        "WARN db pool wait {int:200:900}ms active={int:40:100} build={version}",
+                    ),
+                ),
+            },
+            fix="rollback",
+            latency_ms=220,
+            cpu_pct=70,
+            change="deploy",
+            touches=_QUERY_FILES,
+            lead=(2, 8),
+            through="database",
+            fanout=6.0,
+            pushed_report=(
+                "top statement by calls: SELECT * FROM {table} WHERE id = $1 calls={calls}/min (usual "
+                "{usual_calls}/min) client={client}, mean {mean}ms; connections active={int:60:95} max={max_conn}; "
+                "locks waiting 0"
+            ),
         ),
         FaultType(
             "tls_cert_expired",

@@ -170,11 +170,13 @@ def _draw(
 ) -> Incident | str:
     names = [s.name for s in services]
     kinds = {s.name: s.kind for s in services}
+    calls = {s.name: [kinds[d] for d in s.depends_on] for s in services}
     types = list(knobs.fault_types or FAULTS)
     faults: list[FaultSpec] = []
     for _ in range(_fault_count(rng, knobs.faults)):
         fault_type = rng.choice(types)
-        hosts = [n for n in names if kinds[n] in FAULTS[fault_type].kinds and n not in {f.service for f in faults}]
+        taken = {f.service for f in faults}
+        hosts = [n for n in names if FAULTS[fault_type].hosts(kinds[n], calls[n]) and n not in taken]
         if wanted == "P2":
             # Minor incidents live where callers lean on a service lightly (queues, caches, async work).
             hosts = [n for n in hosts if KINDS[kinds[n]].caller_weight < 1.0] or hosts

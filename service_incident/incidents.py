@@ -102,8 +102,12 @@ def validate(incident: Incident) -> Incident:  # noqa: C901 (a flat list of chec
         fault_type = FAULTS.get(fault.type)
         if fault_type is None:
             raise IncidentError(f"{incident.id}: unknown fault type {fault.type!r}")
-        if incident.service(fault.service).kind not in fault_type.kinds:
-            raise IncidentError(f"{incident.id}: {fault.type} cannot occur on a {incident.service(fault.service).kind}")
+        host = incident.service(fault.service)
+        if not fault_type.hosts(host.kind, [incident.service(d).kind for d in host.depends_on]):
+            raise IncidentError(
+                f"{incident.id}: {fault.type} cannot occur on a {host.kind}"
+                + (f" that calls no {fault_type.through}" if fault_type.through else "")
+            )
         if not (0.0 < fault.intensity <= 1.0 and 0.0 < fault.peak <= 1.0):
             raise IncidentError(f"{incident.id}: intensity and peak must be in (0, 1]")
     for distraction in incident.distractions:

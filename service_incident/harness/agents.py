@@ -321,7 +321,7 @@ class ExpertAgent:
         blame in the logs, which lists the services whose logs it still needs."""
         scores = _evidence_scores(obs)
         if scores:
-            return sorted(scores, key=lambda service: -scores[service])
+            return _through_clients(obs, sorted(scores, key=lambda service: -scores[service]))
         topology = {card.name: card.depends_on for card in obs.topology}
         confirmed: list[str] = []
         pending: list[str] = []
@@ -352,7 +352,7 @@ class ExpertAgent:
                 frontier[:0] = sorted(set(named), key=named.index)
             elif loud or logs.startswith("(no log lines"):
                 frontier[:0] = topology.get(service, [])
-        return confirmed + pending
+        return _through_clients(obs, confirmed + pending)
 
     def _second_view(self, obs: Observation, suspect: str, kind: str) -> Action | None:
         """The view that tells which fix fits: deploys for an app, diagnostics for a database."""
@@ -414,6 +414,24 @@ class ExpertAgent:
             severity=rubric(error_rate, latency, at_risk),
             rationale=_cite(obs, roots[0]),
         )
+
+
+# A database's statistics ranking one client's statement first, at many times its usual calls.
+_PUSHING_CLIENT = re.compile(r"top statement by calls: .*? client=([\w-]+),")
+
+
+def _through_clients(obs: Observation, suspects: list[str]) -> list[str]:
+    """Suspects with a database whose statistics show clients flooding it replaced by those clients: the
+    database is saturated by their calls, not at fault itself unless its diagnostics say more."""
+    found: list[str] = []
+    for suspect in suspects:
+        report = obs.visible_db.get(suspect, "").splitlines()
+        clients = [m.group(1) for line in report if (m := _PUSHING_CLIENT.search(line))]
+        found += clients
+        # A database with trouble of its own besides (another line of its diagnostics) stays a suspect.
+        if len(report) > len(clients) or not clients:
+            found.append(suspect)
+    return list(dict.fromkeys(found))
 
 
 def _evidence_scores(obs: Observation) -> dict[str, float]:

@@ -103,17 +103,18 @@ class Episode:
 def alternatives(incident: Incident) -> Iterator[tuple[str, Incident, tuple[str, ...]]]:
     """(kind of hypothesis, the incident it describes, the services to compare first)."""
     kinds = {s.name: s.kind for s in incident.services}
+    calls = {s.name: [kinds[d] for d in s.depends_on] for s in incident.services}
     roots = {f.service for f in incident.faults}
     for index, fault in enumerate(incident.faults):
         for other in incident.services:
-            if other.name in roots or other.kind not in FAULTS[fault.type].kinds:
+            if other.name in roots or not FAULTS[fault.type].hosts(other.kind, calls[other.name]):
                 continue
             moved = structs.replace(fault, service=other.name)
             faults = [moved if i == index else f for i, f in enumerate(incident.faults)]
             yield "another root", structs.replace(incident, faults=faults), (fault.service, other.name)
         fixes = _fixes(fault.type)
         for name, kind in FAULTS.items():
-            if name == fault.type or kinds[fault.service] not in kind.kinds:
+            if name == fault.type or not kind.hosts(kinds[fault.service], calls[fault.service]):
                 continue
             changed = structs.replace(fault, type=name)
             faults = [changed if i == index else f for i, f in enumerate(incident.faults)]

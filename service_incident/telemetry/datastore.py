@@ -12,6 +12,7 @@ from .clock import clock
 from .logs import line_context
 from .pages import disk_used, full_volume
 from .pods import pods
+from .schemas import ANY_TABLES, OWN_TABLES
 from .templates import fill, rng_for
 
 if TYPE_CHECKING:
@@ -49,9 +50,38 @@ def db_query(state: TelemetryState, service: str, step: int) -> str:
         context["waiting"] = str(max(1, round(rng.uniform(30, 120) * min(1.0, strength))))
         context["volume"] = full_volume(world, service)
         reports.append(report)
-    if not reports:
+    # Statements of clients that flood it come first, the most calls first, each naming its client.
+    pushed = [fill(report, rng, context | names) for report, names in _pushed(world, service, step)]
+    if not reports and not pushed:
         reports = [CALM_QUEUE if node.kind == "queue" else _calm_database(world, service, step)]
-    return "\n".join(fill(report, rng, context) for report in reports)
+    return "\n".join([*pushed, *(fill(report, rng, context) for report in reports)])
+
+
+def _pushed(world: World, service: str, step: int) -> list[tuple[str, dict[str, str]]]:
+    """The reports of clients' live faults that send this datastore extra calls, the most calls first,
+    with what each names: the client, the table its statements read, its calls a minute now and as
+    usual, the statements' mean time, as the states have them."""
+    incident, strengths = world.incident, world.strengths(step)
+    states = world.states_at(step)
+    found: list[tuple[float, str, dict[str, str]]] = []
+    for index, fault in enumerate(incident.faults):
+        kind, strength, healed = FAULTS[fault.type], strengths[index], world.healed_at(index)
+        client = fault.service
+        if kind.pushed_report is None or strength <= 0 or (healed is not None and healed <= step):
+            continue
+        if service not in incident.service(client).depends_on:
+            continue
+        share = next(edge.share for edge in world.plan.by_name[client].edges if edge.dep == service)
+        calls = states[client].rps * share * (1 + kind.fanout * strength) * 60
+        names = {
+            "client": client,
+            "table": OWN_TABLES.get(incident.service(client).kind, ANY_TABLES)[1],
+            "calls": str(round(calls)),
+            "usual_calls": str(round(world.plan.calm[client].rps * share * 60)),
+            "mean": str(max(1, round(states[service].self_p50_ms))),
+        }
+        found.append((calls, kind.pushed_report, names))
+    return [(report, names) for _, report, names in sorted(found, key=lambda item: -item[0])]
 
 
 def _calm_database(world: World, service: str, step: int) -> str:

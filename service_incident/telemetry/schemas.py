@@ -19,7 +19,7 @@ OWN_TABLES: Mapping[str, tuple[str, str]] = {
     "notifications": ("notifications", "deliveries"),
     "app": ("items", "jobs"),
 }
-_ANY_TABLES = ("records", "record_versions")
+ANY_TABLES = ("records", "record_versions")
 
 
 def client_of(world: World, service: str) -> str:
@@ -31,7 +31,7 @@ def client_of(world: World, service: str) -> str:
 
 def client_tables(world: World, database: str) -> tuple[str, str]:
     """The tables of a datastore's client that its statements name."""
-    return OWN_TABLES.get(world.incident.service(client_of(world, database)).kind, _ANY_TABLES)
+    return OWN_TABLES.get(world.incident.service(client_of(world, database)).kind, ANY_TABLES)
 
 
 def blocker_pid(world: World, database: str) -> str:

@@ -206,10 +206,16 @@ class World:
         scale-ups; with `disrupt` false, as if its restarts disrupted nothing."""
         live: dict[str, list[tuple[FaultType, float]]] = {}
         load: dict[str, float] = {}
+        fanout: dict[tuple[str, str], float] = {}
         for run in self._runs:
             strength = run.strength(step)
             if strength > 0.0:
                 live.setdefault(run.spec.service, []).append((run.kind, strength))
+                if run.kind.fanout:
+                    for edge in self.plan.by_name[run.spec.service].edges:
+                        if self.plan.by_name[edge.dep].kind == run.kind.through:
+                            key = (run.spec.service, edge.dep)
+                            fanout[key] = fanout.get(key, 0.0) + run.kind.fanout * strength
             if run.kind.load and (demand := run.demand(step)) > 0.0:
                 load[run.spec.service] = load.get(run.spec.service, 0.0) + run.kind.load * demand
         shed = {
@@ -225,7 +231,7 @@ class World:
             if self._side_settled is None:
                 self._side_settled = side_effects(self._side, step)
             side = self._side_settled
-        return Minute(step, live, side, load, shed, restarting, scaled)
+        return Minute(step, live, side, load, shed, restarting, scaled, fanout)
 
 
 def _impact(plan: Plan, states: dict[str, ServiceState]) -> tuple[float, float]:

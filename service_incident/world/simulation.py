@@ -94,6 +94,9 @@ class Minute(msgspec.Struct, frozen=True, gc=False):
     restarting: AbstractSet[str]
     # How many times its original capacity each service ever scaled up has at this step.
     scaled: Mapping[str, float]
+    # Extra calls on a caller's edge to a dependency, as a multiple of its usual ones (see
+    # `FaultType.fanout`): by (caller, dependency).
+    fanout: Mapping[tuple[str, str], float] = {}
 
 
 class Rhythm(msgspec.Struct, frozen=True, gc=False):
@@ -156,13 +159,13 @@ def simulate(plan: Plan, minute: Minute) -> dict[str, ServiceState]:
     """Every service's state in one minute, dependencies first."""
     # The hot loop of the core (every step simulates a minute of every service): per-service
     # constants come precomputed from the plan, and the arithmetic is the model's, in its order.
-    load, shed = minute.load, minute.shed
+    load, shed, fanout = minute.load, minute.shed, minute.fanout
     healthy_rps, healthy_p99 = plan.healthy_rps, plan.healthy_p99
-    rps = flow(plan.nodes, load, shed, healthy_rps) if load or shed else healthy_rps
+    rps = flow(plan.nodes, load, shed, healthy_rps, fanout) if load or shed or fanout else healthy_rps
     traffic = plan.traffic(minute.step)
     if traffic != 1.0:
         rps = {name: value * traffic for name, value in rps.items()}
-    calm = not load and not shed and traffic == 1.0
+    calm = not load and not shed and not fanout and traffic == 1.0
     live, side, restarting, scaled = minute.live, minute.side, minute.restarting, minute.scaled
     # At the page, a service nothing touches (no fault or side work of its own, its usual traffic, every
     # dependency answering its calls as when calm) is in its calm state: the same arithmetic on the

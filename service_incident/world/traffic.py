@@ -17,6 +17,7 @@ def flow(
     load: Mapping[str, float],
     shed: Mapping[str, float],
     healthy: Mapping[str, float] | None = None,
+    fanout: Mapping[tuple[str, str], float] | None = None,
 ) -> dict[str, float]:
     """Requests per second reaching each service: callers first, each sending its share down.
 
@@ -24,7 +25,9 @@ def flow(
     come from somewhere: from its callers in proportion to what each sends it, and from outside in
     proportion to its own entry traffic. A caller carries those requests on toward the surging
     service alone, so its own request rate rises by what it forwards, and so on up to the entry
-    points; the surging service serves them like any request, calling its own dependencies.
+    points; the surging service serves them like any request, calling its own dependencies. A
+    caller's extra calls on an edge (`fanout`, a multiple of its usual calls there) reach that
+    dependency alone.
     """
     rps = {n.name: n.entry_rps for n in nodes}
     # Of the requests a service would receive with the surge and nothing shed: the share it serves
@@ -61,7 +64,10 @@ def flow(
         rps[node.name] = total
         normal = total * served.get(node.name, 1.0)
         for edge in node.edges:
-            rps[edge.dep] += normal * edge.share + total * toward.get((node.name, edge.dep), 0.0)
+            sent = normal * edge.share + total * toward.get((node.name, edge.dep), 0.0)
+            if fanout and (node.name, edge.dep) in fanout:
+                sent += normal * edge.share * fanout[(node.name, edge.dep)]
+            rps[edge.dep] += sent
     return rps
 
 
