@@ -40,6 +40,11 @@ def test_the_database_a_release_reads_per_item_saturates_and_names_its_client(se
     # Its calls a minute are the client's request rate on that edge, many times what it usually sends.
     calls, usual = (int(report.split(key)[1].split("/min")[0]) for key in ("calls=", "(usual "))
     assert calls >= 2 * usual
+    # Its other datastores (a queue, a cache) get no extra calls and name no statement of it.
+    for other in incident.service(root).depends_on:
+        if incident.service(other).kind in ("queue", "cache"):
+            assert "top statement" not in telemetry.look("db", other, 0).text
+            assert world.states_at(0)[other].rps <= 1.1 * world.plan.calm[other].rps
     # Every view agrees: the database's own metrics carry the extra requests.
     assert telemetry.metrics(database, 0).history[-1].rps >= 1.5 * calm.rps * 0.8
 

@@ -69,7 +69,8 @@ def _pushed(world: World, service: str, step: int) -> list[tuple[str, dict[str, 
         client = fault.service
         if kind.pushed_report is None or strength <= 0 or (healed is not None and healed <= step):
             continue
-        if service not in incident.service(client).depends_on:
+        # Only the dependencies it acts through (its databases) get its extra calls.
+        if service not in incident.service(client).depends_on or world.plan.by_name[service].kind != kind.through:
             continue
         share = next(edge.share for edge in world.plan.by_name[client].edges if edge.dep == service)
         calls = states[client].rps * share * (1 + kind.fanout * strength) * 60
