@@ -18,8 +18,8 @@ from .templates import hexkey
 if TYPE_CHECKING:
     from .state import TelemetryState
 
-# The fault that crashes a service's containers, the step it began, and its strength by step.
-Crash = tuple[FaultType, int, Callable[[int], float]]
+# The fault that crashes a service's containers, the step it began, its strength by step, and its index.
+Crash = tuple[FaultType, int, Callable[[int], float], int]
 # Pods by (service, step, remedies applied so far): a step's pods change only with a remedy. A service
 # whose containers do not crash keeps its pods until a remedy touches it: by (service,).
 PodsKey = tuple[str, int, int] | tuple[str]
@@ -74,10 +74,15 @@ def _new_pods(state: TelemetryState, service: str, step: int) -> list[Pod]:
     template = hexkey(iid, service, "rs", version(world, service, step), *([restarted] if restarted else []))[:5]
     template += "9"
     crashing = crash(state, service)
+    if crashing is not None and rollouts:
+        # Pods the fix's own rollout (or a later one) created never ran the fault: they start fresh.
+        healed = world.healed_at(crashing[3])
+        if healed is not None and rollouts[-1] >= healed:
+            crashing = None
     sick: dict[int, int] = {}  # how many pods' containers crash, by step
     if crashing is not None:
         # While any request succeeds some pod serves it: one stays up unless every request fails.
-        kind, began, strength = crashing
+        kind, began, strength, _ = crashing
         most = replicas if kind.error_rate >= 1.0 else replicas - 1
         sick = {s: min(most, math.ceil(strength(s) * replicas)) for s in range(max(began, step - 30), step + 1)}
     found = []
@@ -119,7 +124,7 @@ def _crashed(
     restarting inside the pod on the orchestrator's back-off (10 s doubling up to 5 min), until the last
     minute it crashed in; its restarts stay counted after that."""
     iid, now = world.incident.id, clock(world, step)
-    kind, began, _ = crashing
+    kind, began, _, _ = crashing
     first = max(began, step_of(world, created))
     last = next((s for s in range(step, first - 1, -1) if index < sick.get(s, 0)), None)
     if last is None:
@@ -150,7 +155,7 @@ def _find_crash(world: World, service: str) -> Crash | None:
     for index, fault in enumerate(incident.faults):
         kind = FAULTS[fault.type]
         if fault.service == service and kind.termination:
-            return kind, -fault_lead(incident, fault, index), lambda s, i=index: world.strengths(s)[i]
+            return kind, -fault_lead(incident, fault, index), lambda s, i=index: world.strengths(s)[i], index
     return None
 
 
