@@ -13,6 +13,7 @@ from .logs import line_context
 from .pages import disk_used, full_volume
 from .pods import pods
 from .templates import fill, rng_for
+from .traces import own_mean_ms
 
 if TYPE_CHECKING:
     from ..world import World
@@ -32,6 +33,8 @@ def db_query(state: TelemetryState, service: str, step: int) -> str:
     context = line_context(world, service, step, pods(state, service, step))
     context["disk"] = str(disk_used(world, service, step))
     context["topic"] = f"{context['client']}.events"
+    # Statements take what the service's own spans in its callers' traces take: one value, read twice.
+    context["statement_ms"] = str(round(own_mean_ms(world.states_at(step)[service]) * rng.uniform(0.9, 1.1)))
     reports = []
     now = clock(world, step)
     for index, fault in enumerate(incident.faults):
@@ -61,6 +64,6 @@ def _calm_database(world: World, service: str, step: int) -> str:
     role = "primary (promoted by on-call)" if promoted else "primary"
     return (
         f"connections: active={{int:{max(1, busy - 8)}:{busy}}} idle={{int:10:30}} max={{max_conn}} waiting=0; "
-        f"locks waiting 0; slowest statement mean {{int:4:{max(5, int(service_state.self_p50_ms * 3))}}}ms; "
+        f"locks waiting 0; statements mean {{statement_ms}}ms; "
         f"disk {{disk}}% used; replication role={role} lag {{int:0:2}}s"
     )
