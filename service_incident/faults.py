@@ -32,6 +32,8 @@ FailureMode = Literal["error", "refused", "rejected", "write"]
 APP_KINDS = ("web", "auth", "payments", "orders", "checkout", "inventory", "search", "notifications", "app")
 # Systems of record: a write they refuse or lose is data at risk, which the rubric grades P0.
 RECORD_KINDS = ("database", "queue")
+# Kinds that answer their own diagnostics (run_db_query): the systems of record, and caches.
+DATASTORE_KINDS = (*RECORD_KINDS, "cache")
 # The technologies a kind of service runs on; the world draws one per service.
 TECHNOLOGIES: Mapping[str, tuple[str, ...]] = {
     "gateway": ("nginx", "envoy"),
@@ -99,7 +101,8 @@ class FaultType:
     # `CHANGED_FILES`): only its timing and what it touched tell it apart.
     change: Literal["deploy", "migration", "canary"] | None = None
     touches: Mapping[str, tuple[str, ...]] | None = None
-    # What the database's own diagnostics show, per technology ("*" for any).
+    # What the datastore's own diagnostics show, per technology ("*" for any); a cache's report is
+    # "section: facts" lines, each replacing its calm section.
     db_report: Mapping[str, str] | None = None
     # Orchestrator events: (reason, message); and the container's last termination, if it crashes.
     events: tuple[tuple[str, str], ...] = ()
@@ -259,6 +262,11 @@ FAULTS: Mapping[str, FaultType] = {
                 "last minute; disk {disk}% used",
                 "rabbitmq": "nodes: 1/3 running, 2 restarting; in-sync replicas (quorum members) 1/3 on {topic}; consumer "
                 "lag {int:2000:9000} messages and rising; rejected writes 0 in the last minute; disk {disk}% used",
+                # A cache that keeps restarting comes back empty each time.
+                "redis": "server: uptime_in_seconds={uptime} (restarted; loading=1, dataset not loaded)\n"
+                "stats: keyspace hit ratio 0.{int:1:15}; {int:100:900} ops/s",
+                "memcached": "server: uptime={uptime} (restarted; curr_items {int:0:900}, cache empty)\n"
+                "stats: get_hits ratio 0.{int:1:15}; {int:100:900} cmd_get/s",
             },
         ),
         FaultType(
@@ -374,7 +382,7 @@ FAULTS: Mapping[str, FaultType] = {
                 ),
                 "memcached": (
                     (
-                        "WARN Too many open connections (maxconns {int:1000:1024})",
+                        "WARN Too many open connections (maxconns 1024)",
                         "ERROR accept(): Too many open files",
                     ),
                 ),
@@ -392,8 +400,12 @@ FAULTS: Mapping[str, FaultType] = {
             cpu_pct=90,
             memory_pct=80,
             db_report={
+                "redis": "clients: connected_clients=10000 maxclients=10000 rejected_connections={int:100:900} "
+                "in the last minute; top client: {client} ({int:60:95}% of connections)",
+                "memcached": "connections: curr_connections=1024 max_connections=1024 rejected_connections="
+                "{int:100:900} in the last minute (listen_disabled_num {int:20:90}); top client: {client}",
                 "*": "connections: active={max_conn} idle=0 max={max_conn} waiting={int:300:900}; longest wait "
-                "{float:8:30}s; top client: {client} ({int:60:95} connections, idle in transaction)"
+                "{float:8:30}s; top client: {client} ({int:60:95} connections, idle in transaction)",
             },
         ),
         FaultType(
@@ -501,6 +513,13 @@ FAULTS: Mapping[str, FaultType] = {
             caller_failure=0.45,
             failure="rejected",
             lead=(3, 12),
+            db_report={
+                "redis": "memory: used_memory={maxmemory} maxmemory={maxmemory} maxmemory_policy=allkeys-lru; "
+                "evicted_keys={int:40000:90000} in the last minute\nstats: keyspace hit ratio 0.{int:20:45}; "
+                "{int:2000:9000} ops/s",
+                "memcached": "memory: bytes={maxmemory} limit_maxbytes={maxmemory}; evictions {int:40000:90000} in "
+                "the last minute\nstats: get_hits ratio 0.{int:20:45}; {int:2000:9000} cmd_get/s",
+            },
         ),
         FaultType(
             "upstream_rate_limit",
@@ -708,9 +727,7 @@ FAULTS: Mapping[str, FaultType] = {
                         "WARN Connection with master lost; MASTER <-> REPLICA sync aborted",
                     ),
                 ),
-                "memcached": (
-                    ("WARN server {int:10:250}.{int:0:255}.{int:0:255}.{int:1:250}:11211 marked dead, rehashing keys",),
-                ),
+                "memcached": (("WARN server {ip}:11211 marked dead, rehashing keys",),),
                 "postgres": (
                     (
                         "ERROR cannot execute INSERT in a read-only transaction",
@@ -733,7 +750,19 @@ FAULTS: Mapping[str, FaultType] = {
             failure="write",
             loses_writes=True,
             lead=(1, 4),
-            db_report={"*": "replication: role=replica (promotion pending) read_only=on; replicas in sync 0/2"},
+            # Replicas are ready only while linked to a primary: none is, so their probes fail.
+            events=(("Unhealthy", "Readiness probe failed: replication link to primary down, no primary elected"),),
+            # A cache's master is gone and no replica took over: the link is down, the offset stands still
+            # and the replicas wait for a full resync; memcached's clients drop the dead server from the ring.
+            db_report={
+                "redis": "replication: role=slave master_link_status=down (master lost {held}s ago) "
+                "master_sync_in_progress=1 (full resync pending, no replica promoted) connected_slaves=0 "
+                "slave_read_only=1 master_repl_offset={offset}",
+                "memcached": "pool: servers {alive}/{servers} live in the client ring; server {ip}:11211 marked dead {held}s "
+                "ago, its keys rehashed onto the others\nstats: get_hits ratio 0.{int:55:75} (rehashed keys "
+                "missing); {int:2000:9000} cmd_get/s",
+                "*": "replication: role=replica (promotion pending) read_only=on; replicas in sync 0/2",
+            },
         ),
     )
 }

@@ -18,13 +18,16 @@ from service_incident.world import World
 _POD = re.compile(r"^  pod (\S+) pid=\d+ status=(\S+) restarts=(\d+) age=(\S+)(.*)$")
 
 
-def _incident(fault_type: str, seed: int, kind: str | None = None) -> Incident:
-    """An incident of one fault type, on a service of `kind` if given."""
-    for draw in range(seed, seed + 200):
+def _incident(fault_type: str, seed: int, kind: str | None = None, tech: str | None = None) -> Incident:
+    """An incident of one fault type, on a service of `kind` (and technology `tech`) if given."""
+    for draw in range(seed, seed + 400):
         incident = generate(Knobs(services=(4, 7), fault_types=(fault_type,), intensity=(0.6, 1.0)), seed=draw)
-        if kind is None or incident.service(incident.faults[0].service).kind == kind:
+        culprit = incident.faults[0].service
+        if (kind is None or incident.service(culprit).kind == kind) and (
+            tech is None or World(incident).plan.by_name[culprit].tech == tech
+        ):
             return incident
-    raise AssertionError(f"no {fault_type} on a {kind} drawn")
+    raise AssertionError(f"no {fault_type} on a {kind} ({tech}) drawn")
 
 
 def _crash_fixes() -> list[tuple[str, Remedy]]:
@@ -87,3 +90,70 @@ def test_a_databases_statement_mean_is_what_its_spans_in_traces_take(fault_type:
             assert 0.8 * lower <= int(stated.group(1)) <= 1.25 * upper, (database, stated.group(0), lower, upper)
             checked += 1
     assert checked >= 4
+
+
+def _cache_facts(report: str) -> dict[str, float]:
+    """What an engineer reads off a cache's INFO or stats: link, evictions, hit ratio, clients, uptime."""
+    numbers = {
+        "evictions": r"(?:evicted_keys=|evictions )(\d+) in the last minute",
+        "hit_ratio": r"hit(?:s)? ratio (0\.\d+)",
+        "clients": r"(?:connected_clients|curr_connections)=(\d+)",
+        "most_clients": r"(?:maxclients|max_connections)=(\d+)",
+        "uptime": r"uptime(?:_in_seconds)?=(\d+)",
+    }
+    facts = {}
+    for name, pattern in numbers.items():
+        found = re.search(pattern, report)
+        assert found, (name, report)
+        facts[name] = float(found.group(1))
+    facts["link_down"] = float("master_link_status=down" in report or "marked dead" in report)
+    return facts
+
+
+_CALM_CACHE = {"link_down": 0.0, "evictions": (0, 100), "hit_ratio": (0.9, 1.0), "uptime": (3600, 1e9)}
+# What each cache fault shows in the cache's own diagnostics; the rest reads calm.
+_CACHE_EVIDENCE: dict[str, dict[str, object]] = {
+    "replica_failover": {"link_down": 1.0, "hit_ratio": (0.0, 1.0)},
+    "cache_eviction": {"evictions": (10_000, 1e9), "hit_ratio": (0.0, 0.5)},
+    "connection_pool_exhaustion": {"clients": "most_clients"},
+    "crash_loop": {"uptime": (0, 600), "hit_ratio": (0.0, 0.2)},
+}
+
+
+@pytest.mark.parametrize("tech", ["redis", "memcached"])
+@pytest.mark.parametrize("fault_type", sorted(_CACHE_EVIDENCE))
+def test_a_cache_answers_its_own_diagnostics_with_each_faults_evidence(fault_type: str, tech: str) -> None:
+    incident = _incident(fault_type, 3, "cache", tech)
+    cache = incident.faults[0].service
+    telemetry = Telemetry(World(incident), 0)
+    report = telemetry.db_query(cache, 0)
+    facts = _cache_facts(report)
+    expected = {**_CALM_CACHE, **_CACHE_EVIDENCE[fault_type]}
+    for name, wanted in expected.items():
+        if isinstance(wanted, tuple):
+            assert wanted[0] <= facts[name] <= wanted[1], (name, report)
+        elif isinstance(wanted, str):
+            assert facts[name] == facts[wanted], (name, report)
+        else:
+            assert facts[name] == wanted, (name, report)
+    if fault_type != "connection_pool_exhaustion":
+        assert facts["clients"] < facts["most_clients"] / 2, report
+    if fault_type == "replica_failover":
+        # Health says so too: the replicas' readiness probes fail on the lost link.
+        assert "replication link to primary down" in telemetry.health(cache, 0)
+
+
+def test_a_calm_cache_reads_calm_and_a_failover_promotes_its_master() -> None:
+    incident = _incident("replica_failover", 5, "cache", "redis")
+    cache = incident.faults[0].service
+    world = World(incident)
+    telemetry = Telemetry(world, 0)
+    calm = [s.name for s in incident.services if s.kind == "cache" and s.name != cache]
+    for other in calm:
+        facts = _cache_facts(telemetry.db_query(other, 0))
+        assert facts["link_down"] == 0 and facts["evictions"] <= 100 and facts["hit_ratio"] >= 0.9
+    world.advance()
+    assert world.remediate("failover", cache) == "heals"
+    world.advance()
+    report = telemetry.db_query(cache, 2)
+    assert "role=master (promoted by on-call)" in report and _cache_facts(report)["link_down"] == 0, report
