@@ -95,12 +95,11 @@ class FaultType:
     caller_failure: float = 0.0
     # Kinds on which the fault refuses or loses writes of record (see RECORD_KINDS).
     loses_writes: bool = False
-    # The kind of change that shipped the fault, and the files it touched: alternatives per runtime
-    # ("app" for any application runtime, "*" otherwise). Its release is noted like any other (a red
-    # herring's or a routine one), and any release lists files from the same vocabulary (see
-    # `CHANGED_FILES`): only its timing and what it touched tell it apart.
+    # The kind of change that shipped the fault, and the changes that can have shipped it, per family
+    # (see `release_family`). Every release draws its changes from one vocabulary (see `RELEASE_CHANGES`),
+    # these among them: only its timing and what it touched tell the one that broke something apart.
     change: Literal["deploy", "migration", "canary"] | None = None
-    touches: Mapping[str, tuple[str, ...]] | None = None
+    touches: Changes | None = None
     # What the datastore's own diagnostics show, per technology ("*" for any); a cache's report is
     # "section: facts" lines, each replacing its calm section.
     db_report: Mapping[str, str] | None = None
@@ -118,50 +117,110 @@ class FaultType:
         return logs.get(tech) or (logs.get("app") if tech in APP_TECHS else None) or logs["*"]
 
 
-# The files a release touched, by runtime, with the runtime's extension: what a release ships.
+# A change a release merges: its title and the files it touched ({ext}: the runtime's source extension).
+Change = tuple[str, str]
+# Changes by the family a technology belongs to (see `release_family`): a family's releases speak of its
+# own work, an application's of its code, a proxy's of its configuration, a database's of its schema.
+Changes = Mapping[str, tuple[Change, ...]]
 SOURCE_EXTENSIONS: Mapping[str, str] = {"jvm": "java", "go": "go", "python": "py", "node": "ts"}
-_PAYLOAD_FILES = {
+_PAYLOAD_CHANGES: Changes = {
     "app": (
-        "api/serializers/order_payload.{ext}, schema/order.json",
-        "models/amount.{ext}, schema/payment_request.json",
-        "handlers/checkout_request.{ext}, api/v2/payload.{ext}",
+        ("payload schema update", "api/serializers/order_payload.{ext}, schema/order.json"),
+        ("amounts in minor units", "models/amount.{ext}, schema/payment_request.json"),
+        ("checkout request parsing", "handlers/checkout_request.{ext}, api/v2/payload.{ext}"),
     ),
-    "proxy": ("conf.d/upstream_buffers.conf, conf.d/proxy_headers.conf", "routes/body_rewrite.yaml"),
-    "*": ("schema/orders.sql, migrations/payload_columns.sql", "config/serialization.conf"),
-}
-_TOKEN_FILES = {
-    "app": (
-        "auth/token_validator.{ext}, auth/claims.{ext}",
-        "middleware/jwt_claims.{ext}",
-        "security/session_token.{ext}, auth/audience.{ext}",
+    "proxy": (
+        ("proxy buffer sizes", "conf.d/upstream_buffers.conf, conf.d/proxy_headers.conf"),
+        ("request body rewrite rule", "routes/body_rewrite.yaml"),
     ),
 }
-_CACHE_FILES = {
+_TOKEN_CHANGES: Changes = {
     "app": (
-        "cache/session_cache.{ext}, config/cache.yaml",
-        "middleware/response_cache.{ext}",
-        "sessions/store.{ext}, config/sessions.yaml",
+        ("token validation refactor", "auth/token_validator.{ext}, auth/claims.{ext}"),
+        ("jwt claims middleware", "middleware/jwt_claims.{ext}"),
+        ("session token audience check", "security/session_token.{ext}, auth/audience.{ext}"),
     ),
-    "proxy": ("conf.d/proxy_cache.conf", "filters/response_cache.yaml"),
-    "*": ("config/sessions_keyspace.conf", "config/eviction.conf"),
 }
-_MIGRATIONS = (
-    "migrations/orders_customer_idx.sql, schema/orders.sql",
-    "migrations/drop_unused_indexes.sql",
-    "schema/orders.sql, migrations/orders_indexes.sql",
-)
-# A database's schema migrations; any other technology lists its routine files instead.
-_INDEX_FILES = {"postgres": _MIGRATIONS, "mysql": _MIGRATIONS}
-_ROUTINE_FILES = {
+_CACHE_CHANGES: Changes = {
     "app": (
-        "build/dependencies.lock",
-        "config/logging.yaml, docs/CHANGELOG.md",
-        "flags/cleanup.{ext}",
-        "retry/policy.{ext}, config/retry.yaml",
-        "db/pool.{ext}, config/datasource.yaml",
-        "metrics/exporter.{ext}",
+        ("response cache for sessions", "cache/session_cache.{ext}, config/cache.yaml"),
+        ("response caching middleware", "middleware/response_cache.{ext}"),
+        ("session store rewrite", "sessions/store.{ext}, config/sessions.yaml"),
     ),
-    "*": ("conf.d/logging.conf", "conf.d/timeouts.conf, conf.d/tls.conf", "config/retry.yaml"),
+    "proxy": (
+        ("proxy cache zone", "conf.d/proxy_cache.conf"),
+        ("response cache filter", "filters/response_cache.yaml"),
+    ),
+}
+_INDEX_CHANGES: Changes = {
+    "database": (
+        ("drop index on customer_id", "migrations/orders_customer_idx.sql, schema/orders.sql"),
+        ("drop unused indexes", "migrations/drop_unused_indexes.sql"),
+        ("rework orders indexes", "schema/orders.sql, migrations/orders_indexes.sql"),
+    ),
+}
+# Everyday changes of each family, which break nothing.
+_ROUTINE_CHANGES: Changes = {
+    "app": (
+        ("routine release", "build/dependencies.lock, docs/CHANGELOG.md"),
+        ("dependency updates", "build/dependencies.lock"),
+        ("logging format change", "config/logging.yaml"),
+        ("feature flag cleanup", "flags/cleanup.{ext}"),
+        ("retry policy tuning", "retry/policy.{ext}, config/retry.yaml"),
+        ("connection pool settings", "db/pool.{ext}, config/datasource.yaml"),
+        ("metrics exporter upgrade", "metrics/exporter.{ext}"),
+        ("pagination for list endpoints", "api/pagination.{ext}"),
+        ("timeout defaults aligned", "config/timeouts.yaml"),
+        ("remove deprecated v1 handlers", "handlers/v1_legacy.{ext}"),
+        ("structured error responses", "api/errors.{ext}"),
+        ("batch size tuning for background jobs", "jobs/batch.{ext}, config/jobs.yaml"),
+        ("tracing sample rate change", "config/tracing.yaml"),
+    ),
+    "proxy": (
+        ("routine release", "conf.d/logging.conf, docs/CHANGELOG.md"),
+        ("upstream keepalive settings", "conf.d/upstream_keepalive.conf"),
+        ("access log format change", "conf.d/logging.conf"),
+        ("TLS cipher list update", "conf.d/tls.conf"),
+        ("header size limits", "conf.d/proxy_headers.conf"),
+        ("route for new endpoint", "routes/endpoints.yaml"),
+        ("gzip settings", "conf.d/gzip.conf"),
+        ("rate limit zones tuned", "conf.d/rate_limits.conf"),
+        ("health check intervals", "conf.d/health_checks.conf"),
+        ("upstream timeouts aligned", "conf.d/timeouts.conf"),
+    ),
+    "database": (
+        ("routine release", "config/database.conf"),
+        ("add column to orders", "migrations/orders_add_note.sql, schema/orders.sql"),
+        ("index on created_at", "migrations/orders_created_at_idx.sql, schema/orders.sql"),
+        ("vacuum and checkpoint settings", "config/maintenance.conf"),
+        ("connection limits raised", "config/connections.conf"),
+        ("replication settings", "config/replication.conf"),
+        ("backup schedule change", "config/backup.yaml"),
+        ("retention policy change", "migrations/purge_old_sessions.sql"),
+    ),
+    "cache": (
+        ("routine release", "config/cache.conf"),
+        ("memory limit settings", "config/maxmemory.conf"),
+        ("eviction policy change", "config/eviction.conf"),
+        ("session key TTLs", "config/sessions_keyspace.conf"),
+        ("client connection limits", "config/clients.conf"),
+        ("replication settings", "config/replication.conf"),
+        ("persistence settings", "config/persistence.conf"),
+    ),
+    "queue": (
+        ("routine release", "config/broker.conf"),
+        ("retention policy change", "config/retention.conf"),
+        ("new partition for events", "topics/events.yaml"),
+        ("replication factor for events", "topics/events.yaml, config/replication.conf"),
+        ("consumer group settings", "config/consumers.conf"),
+        ("disk alarm thresholds", "config/disk.conf"),
+    ),
+    "external": (
+        ("routine release", "config/egress.yaml"),
+        ("provider endpoint update", "config/providers.yaml"),
+        ("egress allow list update", "config/allow_list.yaml"),
+        ("connect timeouts aligned", "config/timeouts.yaml"),
+    ),
 }
 
 
@@ -198,7 +257,7 @@ FAULTS: Mapping[str, FaultType] = {
             error_rate=0.55,
             latency_ms=90,
             change="deploy",
-            touches=_PAYLOAD_FILES,
+            touches=_PAYLOAD_CHANGES,
             lead=(1, 6),
         ),
         FaultType(
@@ -327,7 +386,7 @@ FAULTS: Mapping[str, FaultType] = {
             cpu_pct=72,
             memory_pct=98,
             change="deploy",
-            touches=_CACHE_FILES,
+            touches=_CACHE_CHANGES,
             events=(_OOM,),
             termination="OOMKilled (exit code 137)",
             lead=(12, 15),
@@ -612,7 +671,7 @@ FAULTS: Mapping[str, FaultType] = {
             latency_ms=4000,
             cpu_pct=86,
             change="migration",
-            touches=_INDEX_FILES,
+            touches=_INDEX_CHANGES,
             lead=(3, 12),
             db_report={
                 "*": "slowest statements: SELECT ... WHERE customer_id = ? mean {statement_ms}ms "
@@ -671,7 +730,7 @@ FAULTS: Mapping[str, FaultType] = {
             error_rate=0.42,
             latency_ms=15,
             change="deploy",
-            touches=_TOKEN_FILES,
+            touches=_TOKEN_CHANGES,
             lead=(1, 6),
         ),
         FaultType(
@@ -767,22 +826,25 @@ FAULTS: Mapping[str, FaultType] = {
     )
 }
 
-# Every release lists the files it touched from one vocabulary: what shipped faults touch and what
-# routine releases touch, so a file list says what a change was about, not whether it broke anything.
-CHANGED_FILES: tuple[Mapping[str, tuple[str, ...]], ...] = (
-    *(fault.touches for fault in FAULTS.values() if fault.change and fault.touches),
-    _ROUTINE_FILES,
-    _ROUTINE_FILES,
-)
+
+def release_family(tech: str) -> str:
+    """The family whose changes a technology's releases merge: application, proxy, or the kind of store."""
+    if tech in APP_TECHS:
+        return "app"
+    if tech in PROXY_TECHS:
+        return "proxy"
+    return next(kind for kind, techs in TECHNOLOGIES.items() if tech in techs)
 
 
-def changed_files(table: Mapping[str, tuple[str, ...]], tech: str, draw: float) -> str:
-    """One of a table's file lists for a technology, with its source extension: an application's
-    sources, a proxy's configuration, or any other technology's ("*")."""
+# Every release merges changes of its family from one vocabulary: those that shipped faults and everyday
+# ones, so a release's title and files say what it was about, not whether it broke anything.
+RELEASE_CHANGES: Mapping[str, tuple[Change, ...]] = {
+    family: (*routine, *(c for f in FAULTS.values() if f.change and f.touches for c in f.touches.get(family, ())))
+    for family, routine in _ROUTINE_CHANGES.items()
+}
 
-    def among(files: Mapping[str, tuple[str, ...]]) -> tuple[str, ...] | None:
-        family = files.get("app") if tech in APP_TECHS else files.get("proxy") if tech in PROXY_TECHS else None
-        return files.get(tech) or family or files.get("*")
 
-    options = among(table) or among(_ROUTINE_FILES) or ()
-    return options[int(draw * len(options))].replace("{ext}", SOURCE_EXTENSIONS.get(tech, "conf"))
+def change_text(change: Change, tech: str) -> tuple[str, str]:
+    """A change's title and files, with the runtime's source extension."""
+    title, files = change
+    return title, files.replace("{ext}", SOURCE_EXTENSIONS.get(tech, "conf"))
