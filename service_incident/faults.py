@@ -267,11 +267,11 @@ FAULTS: Mapping[str, FaultType] = {
                 "*": (
                     (
                         'WARN req={hex:8} "{endpoint}" status=401 pod={canary} err="token audience mismatch"',
-                        "INFO canary {version} receiving {int:9:11}% of traffic",
+                        "INFO canary {canary_version} receiving {int:9:11}% of traffic",
                     ),
                     (
                         'WARN req={hex:8} "{endpoint}" status=401 pod={canary} err="invalid audience claim"',
-                        "WARN canary {version} error ratio above stable by {int:8:20} points",
+                        "WARN canary {canary_version} error ratio above stable by {int:8:20} points",
                     ),
                 )
             },

@@ -284,14 +284,19 @@ def test_lines_fit_the_technology_and_callers_report_server_errors() -> None:
 
 def test_no_pod_is_older_than_the_release_it_runs() -> None:
     from service_incident.telemetry import Telemetry, parse_time
+    from service_incident.telemetry.deploys import canary_version, version
 
     checked = 0
     for incident in _incidents("medium", 80):
-        telemetry = Telemetry(World(incident), 1)
+        world = World(incident)
+        telemetry = Telemetry(world, 1)
         for service in incident.names:
-            released = parse_time(telemetry.deploys(service, 0).split()[0])
+            history = telemetry.deploys(service, 0).splitlines()[::-1]
+            shipped = {line.split()[2].rstrip(":"): parse_time(line.split()[0]) for line in history}
             for pod in telemetry.pods(service, 0):
-                assert pod.started >= released, (incident.id, service, pod)
+                # A live canary's pods run the newest release, the stable pods beside them the one before.
+                release = canary_version(world, service, 0) if pod.canary else version(world, service, 0)
+                assert release is not None and pod.started >= shipped[release], (incident.id, service, pod)
                 checked += 1
     assert checked
 

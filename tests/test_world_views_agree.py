@@ -184,3 +184,51 @@ def test_a_releases_note_names_the_changes_its_files_are_of_its_own_technology()
                     assert not re.search(r"conf\.d/|\.(?:java|go|py|ts)\b", entry), entry
                 checked += 1
     assert checked > 500
+
+
+def _deployments(health: str) -> dict[str, tuple[str, list[str]]]:
+    """The deployments health lists: name -> (release, its pods)."""
+    found: dict[str, tuple[str, list[str]]] = {}
+    current: list[str] = []
+    for line in health.splitlines():
+        if line.startswith("deployment "):
+            _, name, _, image, *_ = line.split()
+            current = []
+            found[name] = (image.rpartition(":")[2], current)
+        elif match := _POD.match(line):
+            current.append(match.group(1))
+    return found
+
+
+def test_a_live_canary_is_listed_beside_the_stable_pods_whatever_shipped_it() -> None:
+    """Every release whose newest entry is a canary, the one that broke something or a bystander's,
+    runs a canary deployment beside the stable one: the canary runs the new release, the stable pods
+    the one before, and the canary's lines name a pod health lists. A rollback ends it."""
+    culprits = bystanders = 0
+    for seed in range(80):
+        incident = generate("hard", seed) if seed % 2 else _incident("canary_misconfiguration", seed)
+        world = World(incident)
+        telemetry = Telemetry(world, seed)
+        for service in incident.names:
+            history = telemetry.deploys(service, 0).splitlines()
+            canary = history[0].split()[1] == "canary"
+            listed = _deployments(telemetry.health(service, 0))
+            assert (f"{service}-canary" in listed) == canary, (history, listed)
+            if not canary:
+                continue
+            shipped = any(f.service == service and f.type == "canary_misconfiguration" for f in incident.faults)
+            culprits += shipped
+            bystanders += not shipped
+            assert listed[f"{service}-canary"][0] == history[0].split()[2]
+            assert listed[service][0] == history[1].split()[2].rstrip(":")
+            pods = {pod for _, members in listed.values() for pod in members}
+            named = re.findall(r"pod=(\S+)", telemetry.logs(service, 0))
+            assert set(named) <= pods, (named, pods)
+            assert shipped <= bool(named)
+    assert culprits >= 10 and bystanders >= 3, (culprits, bystanders)
+    incident = _incident("canary_misconfiguration", 1)
+    world = World(incident)
+    service = incident.faults[0].service
+    world.advance()
+    world.remediate("rollback", service)
+    assert list(_deployments(Telemetry(world, 1).health(service, 1))) == [service]

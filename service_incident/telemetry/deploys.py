@@ -22,8 +22,29 @@ def version_of(incident_id: str, service: str) -> tuple[str, str]:
 
 
 def version(world: World, service: str, step: int) -> str:
+    """The release the service's stable pods run: the previous one while a canary of the current one
+    takes its share of traffic, or once rolled back."""
     current, previous = version_of(world.incident.id, service)
-    return previous if world.rolled_back(service, step) else current
+    return previous if world.rolled_back(service, step) or recent_form(world, service) == "canary" else current
+
+
+def canary_version(world: World, service: str, step: int) -> str | None:
+    """The release the service's canary pods run, while a canary is live (not rolled back)."""
+    if recent_form(world, service) != "canary" or world.rolled_back(service, step):
+        return None
+    return version_of(world.incident.id, service)[0]
+
+
+def recent_form(world: World, service: str) -> str | None:
+    """How the service's release of the last hours shipped (deploy, migration, canary), if it had one."""
+    incident = world.incident
+    for fault in incident.faults:
+        if fault.service == service and FAULTS[fault.type].change:
+            return FAULTS[fault.type].change
+    for distraction in incident.distractions:
+        if distraction.service == service and HERRINGS[distraction.kind].ships:
+            return _form(world, service)
+    return None
 
 
 def deploys(world: World, service: str, step: int) -> str:
