@@ -110,7 +110,7 @@ def _events(
             rollout = {
                 "restart": "Normal ScalingReplicaSet: rollout restart, all pods replaced",
                 "rollback": f"Normal ScalingReplicaSet: rolled back to {version(world, service, step)}",
-                "scale_up": f"Normal ScalingReplicaSet: scaled up to {len(running)} replicas",
+                "scale_up": f"Normal ScalingReplicaSet: scaled up to {sum(not p.canary for p in running)} replicas",
             }.get(event.remedy)
             if rollout and now - at <= timedelta(minutes=15):
                 found.append((at, rollout))
