@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from . import scoring
-from .faults import FAULTS, RECORD_KINDS
+from .faults import DATASTORE_KINDS, FAULTS
 from .holdout import KEY_SETTING, HoldoutKey
 from .models import (
     Action,
@@ -301,9 +301,9 @@ class ServiceIncidentEnvironment:
             endpoints = episode.telemetry.endpoints(type(action).view, service)  # type: ignore[arg-type]
             if endpoint not in endpoints:
                 return f"unknown endpoint {endpoint!r} of {service}; its endpoints are: {', '.join(endpoints)}"
-        if isinstance(action, RunDbQuery) and episode.world.incident.service(action.target).kind not in RECORD_KINDS:
-            stores = [s.name for s in episode.world.incident.services if s.kind in RECORD_KINDS]
-            return f"{action.target} is not a database or queue; those here: {', '.join(stores) or 'none'}"
+        if isinstance(action, RunDbQuery) and episode.world.incident.service(action.target).kind not in DATASTORE_KINDS:
+            stores = [s.name for s in episode.world.incident.services if s.kind in DATASTORE_KINDS]
+            return f"{action.target} is not a database, queue or cache; those here: {', '.join(stores) or 'none'}"
         if isinstance(action, Declare | DeclareRootCauses) and episode.ledger.declared is not None:
             return "the root cause is already declared"
         return None

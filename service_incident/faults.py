@@ -32,6 +32,8 @@ FailureMode = Literal["error", "refused", "rejected", "write"]
 APP_KINDS = ("web", "auth", "payments", "orders", "checkout", "inventory", "search", "notifications", "app")
 # Systems of record: a write they refuse or lose is data at risk, which the rubric grades P0.
 RECORD_KINDS = ("database", "queue")
+# Kinds that answer their own diagnostics (run_db_query): the systems of record, and caches.
+DATASTORE_KINDS = (*RECORD_KINDS, "cache")
 # The technologies a kind of service runs on; the world draws one per service.
 TECHNOLOGIES: Mapping[str, tuple[str, ...]] = {
     "gateway": ("nginx", "envoy"),
@@ -93,13 +95,13 @@ class FaultType:
     caller_failure: float = 0.0
     # Kinds on which the fault refuses or loses writes of record (see RECORD_KINDS).
     loses_writes: bool = False
-    # The kind of change that shipped the fault, and the files it touched: alternatives per runtime
-    # ("app" for any application runtime, "*" otherwise). Its release is noted like any other (a red
-    # herring's or a routine one), and any release lists files from the same vocabulary (see
-    # `CHANGED_FILES`): only its timing and what it touched tell it apart.
+    # The kind of change that shipped the fault, and the changes that can have shipped it, per family
+    # (see `release_family`). Every release draws its changes from one vocabulary (see `RELEASE_CHANGES`),
+    # these among them: only its timing and what it touched tell the one that broke something apart.
     change: Literal["deploy", "migration", "canary"] | None = None
-    touches: Mapping[str, tuple[str, ...]] | None = None
-    # What the database's own diagnostics show, per technology ("*" for any).
+    touches: Changes | None = None
+    # What the datastore's own diagnostics show, per technology ("*" for any); a cache's report is
+    # "section: facts" lines, each replacing its calm section.
     db_report: Mapping[str, str] | None = None
     # Orchestrator events: (reason, message); and the container's last termination, if it crashes.
     events: tuple[tuple[str, str], ...] = ()
@@ -126,58 +128,118 @@ class FaultType:
         return logs.get(tech) or (logs.get("app") if tech in APP_TECHS else None) or logs["*"]
 
 
-# The files a release touched, by runtime, with the runtime's extension: what a release ships.
+# A change a release merges: its title and the files it touched ({ext}: the runtime's source extension).
+Change = tuple[str, str]
+# Changes by the family a technology belongs to (see `release_family`): a family's releases speak of its
+# own work, an application's of its code, a proxy's of its configuration, a database's of its schema.
+Changes = Mapping[str, tuple[Change, ...]]
 SOURCE_EXTENSIONS: Mapping[str, str] = {"jvm": "java", "go": "go", "python": "py", "node": "ts"}
-_PAYLOAD_FILES = {
+_PAYLOAD_CHANGES: Changes = {
     "app": (
-        "api/serializers/order_payload.{ext}, schema/order.json",
-        "models/amount.{ext}, schema/payment_request.json",
-        "handlers/checkout_request.{ext}, api/v2/payload.{ext}",
+        ("payload schema update", "api/serializers/order_payload.{ext}, schema/order.json"),
+        ("amounts in minor units", "models/amount.{ext}, schema/payment_request.json"),
+        ("checkout request parsing", "handlers/checkout_request.{ext}, api/v2/payload.{ext}"),
     ),
-    "proxy": ("conf.d/upstream_buffers.conf, conf.d/proxy_headers.conf", "routes/body_rewrite.yaml"),
-    "*": ("schema/orders.sql, migrations/payload_columns.sql", "config/serialization.conf"),
-}
-_TOKEN_FILES = {
-    "app": (
-        "auth/token_validator.{ext}, auth/claims.{ext}",
-        "middleware/jwt_claims.{ext}",
-        "security/session_token.{ext}, auth/audience.{ext}",
+    "proxy": (
+        ("proxy buffer sizes", "conf.d/upstream_buffers.conf, conf.d/proxy_headers.conf"),
+        ("request body rewrite rule", "routes/body_rewrite.yaml"),
     ),
 }
-_CACHE_FILES = {
+_TOKEN_CHANGES: Changes = {
     "app": (
-        "cache/session_cache.{ext}, config/cache.yaml",
-        "middleware/response_cache.{ext}",
-        "sessions/store.{ext}, config/sessions.yaml",
-    ),
-    "proxy": ("conf.d/proxy_cache.conf", "filters/response_cache.yaml"),
-    "*": ("config/sessions_keyspace.conf", "config/eviction.conf"),
-}
-# What a release that changed how an application reads its data touched.
-_QUERY_FILES = {
-    "app": (
-        "repository/order_items.{ext}, api/order_summary.{ext}",
-        "models/line_item.{ext}, serializers/history.{ext}",
-        "dao/listing_query.{ext}",
+        ("token validation refactor", "auth/token_validator.{ext}, auth/claims.{ext}"),
+        ("jwt claims middleware", "middleware/jwt_claims.{ext}"),
+        ("session token audience check", "security/session_token.{ext}, auth/audience.{ext}"),
     ),
 }
-_MIGRATIONS = (
-    "migrations/orders_customer_idx.sql, schema/orders.sql",
-    "migrations/drop_unused_indexes.sql",
-    "schema/orders.sql, migrations/orders_indexes.sql",
-)
-# A database's schema migrations; any other technology lists its routine files instead.
-_INDEX_FILES = {"postgres": _MIGRATIONS, "mysql": _MIGRATIONS}
-_ROUTINE_FILES = {
+# Changes to how an application reads its data.
+_QUERY_CHANGES: Changes = {
     "app": (
-        "build/dependencies.lock",
-        "config/logging.yaml, docs/CHANGELOG.md",
-        "flags/cleanup.{ext}",
-        "retry/policy.{ext}, config/retry.yaml",
-        "db/pool.{ext}, config/datasource.yaml",
-        "metrics/exporter.{ext}",
+        ("order items eager loading", "repository/order_items.{ext}, api/order_summary.{ext}"),
+        ("line item serializer", "models/line_item.{ext}, serializers/history.{ext}"),
+        ("listing query refactor", "dao/listing_query.{ext}"),
     ),
-    "*": ("conf.d/logging.conf", "conf.d/timeouts.conf, conf.d/tls.conf", "config/retry.yaml"),
+}
+_CACHE_CHANGES: Changes = {
+    "app": (
+        ("response cache for sessions", "cache/session_cache.{ext}, config/cache.yaml"),
+        ("response caching middleware", "middleware/response_cache.{ext}"),
+        ("session store rewrite", "sessions/store.{ext}, config/sessions.yaml"),
+    ),
+    "proxy": (
+        ("proxy cache zone", "conf.d/proxy_cache.conf"),
+        ("response cache filter", "filters/response_cache.yaml"),
+    ),
+}
+_INDEX_CHANGES: Changes = {
+    "database": (
+        ("drop index on customer_id", "migrations/orders_customer_idx.sql, schema/orders.sql"),
+        ("drop unused indexes", "migrations/drop_unused_indexes.sql"),
+        ("rework orders indexes", "schema/orders.sql, migrations/orders_indexes.sql"),
+    ),
+}
+# Everyday changes of each family, which break nothing.
+_ROUTINE_CHANGES: Changes = {
+    "app": (
+        ("routine release", "build/dependencies.lock, docs/CHANGELOG.md"),
+        ("dependency updates", "build/dependencies.lock"),
+        ("logging format change", "config/logging.yaml"),
+        ("feature flag cleanup", "flags/cleanup.{ext}"),
+        ("retry policy tuning", "retry/policy.{ext}, config/retry.yaml"),
+        ("connection pool settings", "db/pool.{ext}, config/datasource.yaml"),
+        ("metrics exporter upgrade", "metrics/exporter.{ext}"),
+        ("pagination for list endpoints", "api/pagination.{ext}"),
+        ("timeout defaults aligned", "config/timeouts.yaml"),
+        ("remove deprecated v1 handlers", "handlers/v1_legacy.{ext}"),
+        ("structured error responses", "api/errors.{ext}"),
+        ("batch size tuning for background jobs", "jobs/batch.{ext}, config/jobs.yaml"),
+        ("tracing sample rate change", "config/tracing.yaml"),
+    ),
+    "proxy": (
+        ("routine release", "conf.d/logging.conf, docs/CHANGELOG.md"),
+        ("upstream keepalive settings", "conf.d/upstream_keepalive.conf"),
+        ("access log format change", "conf.d/logging.conf"),
+        ("TLS cipher list update", "conf.d/tls.conf"),
+        ("header size limits", "conf.d/proxy_headers.conf"),
+        ("route for new endpoint", "routes/endpoints.yaml"),
+        ("gzip settings", "conf.d/gzip.conf"),
+        ("rate limit zones tuned", "conf.d/rate_limits.conf"),
+        ("health check intervals", "conf.d/health_checks.conf"),
+        ("upstream timeouts aligned", "conf.d/timeouts.conf"),
+    ),
+    "database": (
+        ("routine release", "config/database.conf"),
+        ("add column to orders", "migrations/orders_add_note.sql, schema/orders.sql"),
+        ("index on created_at", "migrations/orders_created_at_idx.sql, schema/orders.sql"),
+        ("vacuum and checkpoint settings", "config/maintenance.conf"),
+        ("connection limits raised", "config/connections.conf"),
+        ("replication settings", "config/replication.conf"),
+        ("backup schedule change", "config/backup.yaml"),
+        ("retention policy change", "migrations/purge_old_sessions.sql"),
+    ),
+    "cache": (
+        ("routine release", "config/cache.conf"),
+        ("memory limit settings", "config/maxmemory.conf"),
+        ("eviction policy change", "config/eviction.conf"),
+        ("session key TTLs", "config/sessions_keyspace.conf"),
+        ("client connection limits", "config/clients.conf"),
+        ("replication settings", "config/replication.conf"),
+        ("persistence settings", "config/persistence.conf"),
+    ),
+    "queue": (
+        ("routine release", "config/broker.conf"),
+        ("retention policy change", "config/retention.conf"),
+        ("new partition for events", "topics/events.yaml"),
+        ("replication factor for events", "topics/events.yaml, config/replication.conf"),
+        ("consumer group settings", "config/consumers.conf"),
+        ("disk alarm thresholds", "config/disk.conf"),
+    ),
+    "external": (
+        ("routine release", "config/egress.yaml"),
+        ("provider endpoint update", "config/providers.yaml"),
+        ("egress allow list update", "config/allow_list.yaml"),
+        ("connect timeouts aligned", "config/timeouts.yaml"),
+    ),
 }
 
 
@@ -214,7 +276,7 @@ FAULTS: Mapping[str, FaultType] = {
             error_rate=0.55,
             latency_ms=90,
             change="deploy",
-            touches=_PAYLOAD_FILES,
+            touches=_PAYLOAD_CHANGES,
             lead=(1, 6),
         ),
         FaultType(
@@ -224,11 +286,11 @@ FAULTS: Mapping[str, FaultType] = {
                 "*": (
                     (
                         'WARN req={hex:8} "{endpoint}" status=401 pod={canary} err="token audience mismatch"',
-                        "INFO canary {version} receiving {int:9:11}% of traffic",
+                        "INFO canary {canary_version} receiving {int:9:11}% of traffic",
                     ),
                     (
                         'WARN req={hex:8} "{endpoint}" status=401 pod={canary} err="invalid audience claim"',
-                        "WARN canary {version} error ratio above stable by {int:8:20} points",
+                        "WARN canary {canary_version} error ratio above stable by {int:8:20} points",
                     ),
                 )
             },
@@ -278,6 +340,11 @@ FAULTS: Mapping[str, FaultType] = {
                 "last minute; disk {disk}% used",
                 "rabbitmq": "nodes: 1/3 running, 2 restarting; in-sync replicas (quorum members) 1/3 on {topic}; consumer "
                 "lag {int:2000:9000} messages and rising; rejected writes 0 in the last minute; disk {disk}% used",
+                # A cache that keeps restarting comes back empty each time.
+                "redis": "server: uptime_in_seconds={uptime} (restarted; loading=1, dataset not loaded)\n"
+                "stats: keyspace hit ratio 0.{int:1:15}; {int:100:900} ops/s",
+                "memcached": "server: uptime={uptime} (restarted; curr_items {int:0:900}, cache empty)\n"
+                "stats: get_hits ratio 0.{int:1:15}; {int:100:900} cmd_get/s",
             },
         ),
         FaultType(
@@ -338,7 +405,7 @@ FAULTS: Mapping[str, FaultType] = {
             cpu_pct=72,
             memory_pct=98,
             change="deploy",
-            touches=_CACHE_FILES,
+            touches=_CACHE_CHANGES,
             events=(_OOM,),
             termination="OOMKilled (exit code 137)",
             lead=(12, 15),
@@ -393,7 +460,7 @@ FAULTS: Mapping[str, FaultType] = {
                 ),
                 "memcached": (
                     (
-                        "WARN Too many open connections (maxconns {int:1000:1024})",
+                        "WARN Too many open connections (maxconns 1024)",
                         "ERROR accept(): Too many open files",
                     ),
                 ),
@@ -411,8 +478,12 @@ FAULTS: Mapping[str, FaultType] = {
             cpu_pct=90,
             memory_pct=80,
             db_report={
+                "redis": "clients: connected_clients=10000 maxclients=10000 rejected_connections={int:100:900} "
+                "in the last minute; top client: {client} ({int:60:95}% of connections)",
+                "memcached": "connections: curr_connections=1024 max_connections=1024 rejected_connections="
+                "{int:100:900} in the last minute (listen_disabled_num {int:20:90}); top client: {client}",
                 "*": "connections: active={max_conn} idle=0 max={max_conn} waiting={int:300:900}; longest wait "
-                "{float:8:30}s; top client: {client} ({int:60:95} connections, idle in transaction)"
+                "{float:8:30}s; top client: {client} ({int:60:95} connections, idle in transaction)",
             },
         ),
         FaultType(
@@ -520,6 +591,13 @@ FAULTS: Mapping[str, FaultType] = {
             caller_failure=0.45,
             failure="rejected",
             lead=(3, 12),
+            db_report={
+                "redis": "memory: used_memory={maxmemory} maxmemory={maxmemory} maxmemory_policy=allkeys-lru; "
+                "evicted_keys={int:40000:90000} in the last minute\nstats: keyspace hit ratio 0.{int:20:45}; "
+                "{int:2000:9000} ops/s",
+                "memcached": "memory: bytes={maxmemory} limit_maxbytes={maxmemory}; evictions {int:40000:90000} in "
+                "the last minute\nstats: get_hits ratio 0.{int:20:45}; {int:2000:9000} cmd_get/s",
+            },
         ),
         FaultType(
             "upstream_rate_limit",
@@ -612,10 +690,10 @@ FAULTS: Mapping[str, FaultType] = {
             latency_ms=4000,
             cpu_pct=86,
             change="migration",
-            touches=_INDEX_FILES,
+            touches=_INDEX_CHANGES,
             lead=(3, 12),
             db_report={
-                "*": "slowest statements: SELECT ... WHERE customer_id = ? mean {int:3000:9000}ms "
+                "*": "slowest statements: SELECT ... WHERE customer_id = ? mean {statement_ms}ms "
                 "calls={int:200:900}/min (full scan, rows={int:2:9}000000); connections active={int:40:80} max={max_conn}"
             },
         ),
@@ -641,13 +719,13 @@ FAULTS: Mapping[str, FaultType] = {
             latency_ms=220,
             cpu_pct=70,
             change="deploy",
-            touches=_QUERY_FILES,
+            touches=_QUERY_CHANGES,
             lead=(2, 8),
             through="database",
             fanout=6.0,
             pushed_report=(
                 "top statement by calls: SELECT * FROM {table} WHERE id = $1 calls={calls}/min (usual "
-                "{usual_calls}/min) client={client}, mean {mean}ms; connections active={int:60:95} max={max_conn}; "
+                "{usual_calls}/min) client={client}, mean {statement_ms}ms; connections active={int:60:95} max={max_conn}; "
                 "locks waiting 0"
             ),
         ),
@@ -703,7 +781,7 @@ FAULTS: Mapping[str, FaultType] = {
             error_rate=0.42,
             latency_ms=15,
             change="deploy",
-            touches=_TOKEN_FILES,
+            touches=_TOKEN_CHANGES,
             lead=(1, 6),
         ),
         FaultType(
@@ -759,9 +837,7 @@ FAULTS: Mapping[str, FaultType] = {
                         "WARN Connection with master lost; MASTER <-> REPLICA sync aborted",
                     ),
                 ),
-                "memcached": (
-                    ("WARN server {int:10:250}.{int:0:255}.{int:0:255}.{int:1:250}:11211 marked dead, rehashing keys",),
-                ),
+                "memcached": (("WARN server {ip}:11211 marked dead, rehashing keys",),),
                 "postgres": (
                     (
                         "ERROR cannot execute INSERT in a read-only transaction",
@@ -784,27 +860,42 @@ FAULTS: Mapping[str, FaultType] = {
             failure="write",
             loses_writes=True,
             lead=(1, 4),
-            db_report={"*": "replication: role=replica (promotion pending) read_only=on; replicas in sync 0/2"},
+            # Replicas are ready only while linked to a primary: none is, so their probes fail.
+            events=(("Unhealthy", "Readiness probe failed: replication link to primary down, no primary elected"),),
+            # A cache's master is gone and no replica took over: the link is down, the offset stands still
+            # and the replicas wait for a full resync; memcached's clients drop the dead server from the ring.
+            db_report={
+                "redis": "replication: role=slave master_link_status=down (master lost {held}s ago) "
+                "master_sync_in_progress=1 (full resync pending, no replica promoted) connected_slaves=0 "
+                "slave_read_only=1 master_repl_offset={offset}",
+                "memcached": "pool: servers {alive}/{servers} live in the client ring; server {ip}:11211 marked dead {held}s "
+                "ago, its keys rehashed onto the others\nstats: get_hits ratio 0.{int:55:75} (rehashed keys "
+                "missing); {int:2000:9000} cmd_get/s",
+                "*": "replication: role=replica (promotion pending) read_only=on; replicas in sync 0/2",
+            },
         ),
     )
 }
 
-# Every release lists the files it touched from one vocabulary: what shipped faults touch and what
-# routine releases touch, so a file list says what a change was about, not whether it broke anything.
-CHANGED_FILES: tuple[Mapping[str, tuple[str, ...]], ...] = (
-    *(fault.touches for fault in FAULTS.values() if fault.change and fault.touches),
-    _ROUTINE_FILES,
-    _ROUTINE_FILES,
-)
+
+def release_family(tech: str) -> str:
+    """The family whose changes a technology's releases merge: application, proxy, or the kind of store."""
+    if tech in APP_TECHS:
+        return "app"
+    if tech in PROXY_TECHS:
+        return "proxy"
+    return next(kind for kind, techs in TECHNOLOGIES.items() if tech in techs)
 
 
-def changed_files(table: Mapping[str, tuple[str, ...]], tech: str, draw: float) -> str:
-    """One of a table's file lists for a technology, with its source extension: an application's
-    sources, a proxy's configuration, or any other technology's ("*")."""
+# Every release merges changes of its family from one vocabulary: those that shipped faults and everyday
+# ones, so a release's title and files say what it was about, not whether it broke anything.
+RELEASE_CHANGES: Mapping[str, tuple[Change, ...]] = {
+    family: (*routine, *(c for f in FAULTS.values() if f.change and f.touches for c in f.touches.get(family, ())))
+    for family, routine in _ROUTINE_CHANGES.items()
+}
 
-    def among(files: Mapping[str, tuple[str, ...]]) -> tuple[str, ...] | None:
-        family = files.get("app") if tech in APP_TECHS else files.get("proxy") if tech in PROXY_TECHS else None
-        return files.get(tech) or family or files.get("*")
 
-    options = among(table) or among(_ROUTINE_FILES) or ()
-    return options[int(draw * len(options))].replace("{ext}", SOURCE_EXTENSIONS.get(tech, "conf"))
+def change_text(change: Change, tech: str) -> tuple[str, str]:
+    """A change's title and files, with the runtime's source extension."""
+    title, files = change
+    return title, files.replace("{ext}", SOURCE_EXTENSIONS.get(tech, "conf"))

@@ -80,10 +80,11 @@ class InspectDeploys(_ActionBase, tag="inspect_deploys", frozen=True):
 
 
 class RunDbQuery(_ActionBase, tag="run_db_query", frozen=True):
-    """Read a datastore's diagnostics: a database's sessions, lock holders, statements, disk; a queue's lag and ISR.
+    """Read a datastore's diagnostics: a database's sessions, locks, statements; a queue's lag; a cache's INFO.
 
     A database shows the session holding the locks others wait on (pid, client, statement, how long), slow
-    statements, disk and replication; a queue its consumer lag, in-sync replicas, disk and rejected writes.
+    statements, disk and replication; a queue its consumer lag, in-sync replicas, disk and rejected writes;
+    a cache its replication, memory and evictions, hit ratio, clients and uptime.
     """
 
     kind = "inspect"

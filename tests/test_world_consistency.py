@@ -51,9 +51,10 @@ class Pods:
 
 
 def _health(text: str) -> Pods:
-    head, *rest = text.splitlines()
-    pods = Pods(int(head.rpartition("ready=")[2]))
-    for line in rest:
+    lines = text.splitlines()
+    # A live canary is a deployment of its own, listed after the stable one.
+    pods = Pods(sum(int(line.rpartition("ready=")[2]) for line in lines if line.startswith("deployment ")))
+    for line in lines:
         if match := _POD.match(line):
             name, pid, status, restarts, age = match.groups()
             pods.listed[name] = (int(pid), status, int(restarts), _seconds(age))
@@ -269,10 +270,20 @@ def test_words_fit_the_technology_and_callers_feel_their_dependencies(difficulty
                     assert states[spec.name].error_rate >= 0.9 * floor, (spec.name, edge.dep)
         pods_of_release = {spec.name: telemetry.health(spec.name, 0) for spec in incident.services}
         for name, text in pods_of_release.items():
-            newest = telemetry.deploys(name, 0).partition(" ")[0]
-            for _, _, _, age in _health(text).listed.values():
-                # No pod is older than the release it runs.
-                assert clock(world, 0) - timedelta(seconds=age) >= _at(newest), (name, text)
+            shipped = {
+                line.split()[2].rstrip(":"): _at(line.split()[0])
+                for line in telemetry.deploys(name, 0).splitlines()[::-1]
+            }
+            release = ""
+            for line in text.splitlines():
+                if line.startswith("deployment "):
+                    release = line.split()[3].rpartition(":")[2]
+                elif match := _POD.match(line):
+                    # No pod is older than the release it runs (a canary's stable pods run the one before it).
+                    assert clock(world, 0) - timedelta(seconds=_seconds(match.group(5))) >= shipped[release], (
+                        name,
+                        text,
+                    )
 
 
 def _as_pattern(template: str) -> str:

@@ -159,7 +159,7 @@ def test_a_queue_fault_shows_in_its_diagnostics(fault_type: str, rejected: bool)
     assert (int(writes.group(1)) > 0) == rejected == FAULTS[fault_type].data_at_risk("queue")
 
 
-def test_run_db_query_reads_a_queue_and_still_refuses_a_cache() -> None:
+def test_run_db_query_reads_a_queue_and_a_cache_and_refuses_an_application() -> None:
     for seed in range(100):
         incident = resolve_incident(TASKS["gen_hard"], None, seed)
         kinds = {s.kind: s.name for s in incident.services}
@@ -176,7 +176,9 @@ def test_run_db_query_reads_a_queue_and_still_refuses_a_cache() -> None:
         report,
     ), report
     obs = env.step(parse_action({"action": "run_db_query", "target": kinds["cache"]}))
-    assert obs.last_action_error and "not a database or queue" in obs.last_action_error
+    assert obs.last_action_error is None and "hit ratio" in obs.visible_db[kinds["cache"]]
+    obs = env.step(parse_action({"action": "run_db_query", "target": kinds["gateway"]}))
+    assert obs.last_action_error and "not a database, queue or cache" in obs.last_action_error
 
 
 def test_severity_s_moment_is_stated_in_the_rubric_the_prompts_and_the_tool_schemas() -> None:

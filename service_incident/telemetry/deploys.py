@@ -3,15 +3,14 @@ runs."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime, timedelta
 from functools import lru_cache
 
-from ..faults import APP_TECHS, CHANGED_FILES, FAULTS, PROXY_TECHS, changed_files
+from ..faults import FAULTS, RELEASE_CHANGES, Changes, change_text, release_family
 from ..herrings import HERRINGS
 from ..world import World, distraction_onset, fault_lead, spread, unit
 from .clock import clock, format_time, parse_time
-from .phrases import CANARY_SHARE, RELEASE_AUTHORS, RELEASE_NOTES
+from .phrases import CANARY_SHARE, RELEASE_AUTHORS
 
 
 @lru_cache(maxsize=4096)
@@ -23,8 +22,29 @@ def version_of(incident_id: str, service: str) -> tuple[str, str]:
 
 
 def version(world: World, service: str, step: int) -> str:
+    """The release the service's stable pods run: the previous one while a canary of the current one
+    takes its share of traffic, or once rolled back."""
     current, previous = version_of(world.incident.id, service)
-    return previous if world.rolled_back(service, step) else current
+    return previous if world.rolled_back(service, step) or recent_form(world, service) == "canary" else current
+
+
+def canary_version(world: World, service: str, step: int) -> str | None:
+    """The release the service's canary pods run, while a canary is live (not rolled back)."""
+    if recent_form(world, service) != "canary" or world.rolled_back(service, step):
+        return None
+    return version_of(world.incident.id, service)[0]
+
+
+def recent_form(world: World, service: str) -> str | None:
+    """How the service's release of the last hours shipped (deploy, migration, canary), if it had one."""
+    incident = world.incident
+    for fault in incident.faults:
+        if fault.service == service and FAULTS[fault.type].change:
+            return FAULTS[fault.type].change
+    for distraction in incident.distractions:
+        if distraction.service == service and HERRINGS[distraction.kind].ships:
+            return _form(world, service)
+    return None
 
 
 def deploys(world: World, service: str, step: int) -> str:
@@ -51,7 +71,7 @@ def deploys(world: World, service: str, step: int) -> str:
         if event.service == service and event.step <= step and event.remedy == "rollback":
             entries.append((clock(world, event.step), f"rollback to {previous} by on-call"))
     older = started - timedelta(days=spread(2, 12, incident.id, service, "old"))
-    full = "migration" if _family(world, service) == "datastore" else "deploy"
+    full = "deploy" if release_family(world.plan.by_name[service].tech) in ("app", "proxy") else "migration"
     if changed:
         entries.append((older, _release(world, service, previous, full, None, "old")))
     else:
@@ -62,38 +82,31 @@ def deploys(world: World, service: str, step: int) -> str:
     return "\n".join(f"{format_time(moment)} {text}" for moment, text in entries)
 
 
-def _family(world: World, service: str) -> str:
-    tech = world.plan.by_name[service].tech
-    return "app" if tech in APP_TECHS else "proxy" if tech in PROXY_TECHS else "datastore"
-
-
 def _form(world: World, service: str) -> str:
     """How a recent release that broke nothing shipped: a datastore's as a migration, an application's
     or a proxy's as a full deploy or, as often as shipped faults are canaries, a canary."""
-    family = _family(world, service)
-    if family == "datastore":
+    if release_family(world.plan.by_name[service].tech) not in ("app", "proxy"):
         return "migration"
     return "canary" if unit(world.incident.id, service, "canary") < CANARY_SHARE else "deploy"
 
 
-def _release(
-    world: World, service: str, version: str, form: str, touched: Mapping[str, tuple[str, ...]] | None, key: object
-) -> str:
-    """One release as the history lists it. Its note, author and form are drawn alike for every release,
-    the one that shipped a fault included: only its timing and the files it touched tell that one apart."""
+def _release(world: World, service: str, version: str, form: str, touched: Changes | None, key: object) -> str:
+    """One release as the history lists it: the one or two changes it merged, their titles and the files
+    they touched, from the family's one vocabulary. The release that shipped a fault merges one of the
+    changes that can ship it; its author, its form and how many changes it merges are drawn alike for
+    every release: only its timing and what it touched tell that one apart."""
     iid = world.incident.id
-    notes = RELEASE_NOTES[_family(world, service)]
-    first = notes[int(unit(iid, service, key, "note") * len(notes))]
-    second = notes[int(unit(iid, service, key, "second note") * len(notes))]
-    note = first if second == first or unit(iid, service, key, "notes") < 0.5 else f"{first}, {second}"
+    tech = world.plan.by_name[service].tech
+    vocabulary = RELEASE_CHANGES[release_family(tech)]
+    own = (touched or {}).get(release_family(tech)) or vocabulary
+    changes = [own[int(unit(iid, service, key, "files") * len(own))]]
+    other = vocabulary[int(unit(iid, service, key, "second change") * len(vocabulary))]
+    if other not in changes and unit(iid, service, key, "changes") < 0.5:
+        # Which of the two the note names first is drawn too.
+        changes.insert(int(unit(iid, service, key, "order") * 2), other)
+    texts = [change_text(change, tech) for change in changes]
+    note = ", ".join(title for title, _ in texts)
+    files = ", ".join(dict.fromkeys(f for _, paths in texts for f in paths.split(", ")))
     author = RELEASE_AUTHORS[int(unit(iid, service, "author") * len(RELEASE_AUTHORS))]
     head = f"canary {version} started at 10% of traffic" if form == "canary" else f"{form} {version}"
-    return f"{head}: {note} by {author}{_files(world, service, touched, key)}"
-
-
-def _files(world: World, service: str, touched: Mapping[str, tuple[str, ...]] | None, *key: object) -> str:
-    """The files a release touched: a shipped fault's own, or any release's from the shared vocabulary."""
-    iid = world.incident.id
-    table = touched or CHANGED_FILES[int(unit(iid, service, *key, "vocab") * len(CHANGED_FILES))]
-    files = changed_files(table, world.plan.by_name[service].tech, unit(iid, service, *key, "files"))
-    return f"; changed {files}" if files else ""
+    return f"{head}: {note} by {author}; changed {files}"

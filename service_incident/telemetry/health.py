@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ..faults import FAULTS
 from ..world import ServiceState, fault_lead, spread, unit
 from .clock import age, clock
-from .deploys import version
+from .deploys import canary_version, version
 from .pods import Pod, pods, pods_at
 from .templates import fill, rng_for
 
@@ -24,14 +24,21 @@ def health(state: TelemetryState, service: str, step: int) -> str:
     running = pods(state, service, step)
     now = clock(world, step)
     rng = rng_for(state.seed, world.incident.id, service, "health", step)
-    # A pod whose container is crash-looping is not ready; the rest serve what the service still serves.
-    ready = sum(1 for p in running if p.status == "Running")
-    image = f"{service}:{version(world, service, step)}"
-    lines = [f"deployment {service} image {image} replicas={len(running)} ready={ready}"]
-    for pod in running:
-        old = age(now - pod.created)
-        last = f" last_termination={pod.last_termination}" if pod.last_termination else ""
-        lines.append(f"  pod {pod.name} pid={pod.pid} status={pod.status} restarts={pod.restarts} age={old}{last}")
+    lines = []
+    trial = canary_version(world, service, step)
+    for name, release, members in (
+        (service, version(world, service, step), [p for p in running if not p.canary]),
+        (f"{service}-canary", trial, [p for p in running if p.canary]),
+    ):
+        if not members:
+            continue
+        # A pod whose container is crash-looping is not ready; the rest serve what the service still serves.
+        ready = sum(1 for p in members if p.status == "Running")
+        lines.append(f"deployment {name} image {service}:{release} replicas={len(members)} ready={ready}")
+        for pod in members:
+            old = age(now - pod.created)
+            last = f" last_termination={pod.last_termination}" if pod.last_termination else ""
+            lines.append(f"  pod {pod.name} pid={pod.pid} status={pod.status} restarts={pod.restarts} age={old}{last}")
     lines.append(_node(state, service, step))
     events = _events(state, service, step, running, service_state)
     lines.append("events (last 15m):" if events else "events (last 15m): none")
@@ -103,7 +110,7 @@ def _events(
             rollout = {
                 "restart": "Normal ScalingReplicaSet: rollout restart, all pods replaced",
                 "rollback": f"Normal ScalingReplicaSet: rolled back to {version(world, service, step)}",
-                "scale_up": f"Normal ScalingReplicaSet: scaled up to {len(running)} replicas",
+                "scale_up": f"Normal ScalingReplicaSet: scaled up to {sum(not p.canary for p in running)} replicas",
             }.get(event.remedy)
             if rollout and now - at <= timedelta(minutes=15):
                 found.append((at, rollout))

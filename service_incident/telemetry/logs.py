@@ -15,7 +15,7 @@ from ..incidents import Distraction
 from ..topology import KINDS, OPERATIONS, PORTS, ROUTINE_BY_TECH
 from ..world import Edge, World, distraction_onset, fault_lead, spread, unit
 from .clock import clock, epoch_ms, format_time, parse_time, stamp_ms
-from .deploys import version
+from .deploys import canary_version, version
 from .jobs import job_for, job_lines
 from .phrases import (
     CONFIG_SYNC_MINUTES,
@@ -27,7 +27,7 @@ from .phrases import (
 )
 from .pods import Pod, pods
 from .schemas import blocker_pid, client_of, client_tables
-from .templates import fill, hexkey, pick, pick_fixed, rng_for
+from .templates import fill, pick, pick_fixed, rng_for
 
 if TYPE_CHECKING:
     from .state import TelemetryState
@@ -216,7 +216,9 @@ def line_context(world: World, service: str, step: int, pods: list[Pod]) -> dict
         "version": version(world, service, step),
         "expired": _expired(world, service),
         "host": f"{service}.internal",
-        "canary": f"{service}-canary-{hexkey(incident.id, service, 'canary')[:5]}",
+        # The canary pod health lists, and the release it runs.
+        "canary": next((p.name for p in pods if p.canary), f"{service}-canary"),
+        "canary_version": canary_version(world, service, step) or version(world, service, step),
         "container": service,
         # Settings of the service: the same on every line and every pod.
         "max_conn": str(100 * (1 + int(unit(incident.id, service, "maxconn") * 4))),

@@ -1,5 +1,5 @@
 """The phrase tables log lines are drawn from: side work by technology (a red herring's own lines are
-in its row of herrings.HERRINGS), the lines remedies leave, and the notes releases carry."""
+in its row of herrings.HERRINGS), the lines remedies leave, and who ships releases."""
 
 from __future__ import annotations
 
@@ -9,54 +9,6 @@ from ..world import unit
 # How many routine lines a two-minute window of a service's logs holds.
 ROUTINE_LINES = (2, 5)
 
-# What a release's note says: the titles of the one or two changes it merged, drawn the same way for
-# every release, by the family of its technology (application, proxy, datastore). The release that broke
-# something reads like any other; what it touched is in its file list, and when it shipped.
-RELEASE_NOTES: dict[str, tuple[str, ...]] = {
-    "app": (
-        "routine release",
-        "dependency updates",
-        "feature flag cleanup",
-        "logging format change",
-        "connection pool settings",
-        "retry policy tuning",
-        "payload schema update",
-        "response cache for sessions",
-        "token validation refactor",
-        "metrics exporter upgrade",
-        "pagination for list endpoints",
-        "timeout defaults aligned",
-        "remove deprecated v1 handlers",
-        "structured error responses",
-        "batch size tuning for background jobs",
-        "tracing sample rate change",
-    ),
-    "proxy": (
-        "routine release",
-        "upstream keepalive settings",
-        "access log format change",
-        "TLS cipher list update",
-        "header size limits",
-        "route for new endpoint",
-        "gzip settings",
-        "rate limit zones tuned",
-        "proxy buffer sizes",
-        "health check intervals",
-    ),
-    "datastore": (
-        "routine release",
-        "add column to orders",
-        "drop index on customer_id",
-        "vacuum and checkpoint settings",
-        "connection limits raised",
-        "new partition for events",
-        "retention policy change",
-        "memory limit settings",
-        "replication settings",
-        "backup schedule change",
-        "index on created_at",
-    ),
-}
 # Who ships a service's releases: one pipeline per service, whatever the release.
 RELEASE_AUTHORS = ("ci-bot", "release-bot", "argocd", "spinnaker", "deploy-pipeline")
 # The share of an application's recent releases that start as a canary: about the share of shipped

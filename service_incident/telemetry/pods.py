@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING
 from ..faults import FAULTS, FaultType
 from ..world import HISTORY_MINUTES, World, fault_lead, spread, unit
 from .clock import clock, parse_time, step_of
-from .deploys import deploys, version
+from .deploys import canary_version, deploys, version
 from .templates import hexkey
 
 if TYPE_CHECKING:
     from .state import TelemetryState
 
-# The fault that crashes a service's containers, the step it began, and its strength by step.
-Crash = tuple[FaultType, int, Callable[[int], float]]
+# The fault that crashes a service's containers, the step it began, its strength by step, and its index.
+Crash = tuple[FaultType, int, Callable[[int], float], int]
 # Pods by (service, step, remedies applied so far): a step's pods change only with a remedy. A service
 # whose containers do not crash keeps its pods until a remedy touches it: by (service,).
 PodsKey = tuple[str, int, int] | tuple[str]
@@ -35,6 +35,7 @@ class Pod:
     restarts: int
     status: str
     last_termination: str | None
+    canary: bool = False  # a pod of the canary deployment, running the release under test
 
 
 def pods(state: TelemetryState, service: str, step: int) -> list[Pod]:
@@ -74,17 +75,28 @@ def _new_pods(state: TelemetryState, service: str, step: int) -> list[Pod]:
     template = hexkey(iid, service, "rs", version(world, service, step), *([restarted] if restarted else []))[:5]
     template += "9"
     crashing = crash(state, service)
+    if crashing is not None and rollouts:
+        # Pods the fix's own rollout (or a later one) created never ran the fault: they start fresh.
+        healed = world.healed_at(crashing[3])
+        if healed is not None and rollouts[-1] >= healed:
+            crashing = None
     sick: dict[int, int] = {}  # how many pods' containers crash, by step
     if crashing is not None:
         # While any request succeeds some pod serves it: one stays up unless every request fails.
-        kind, began, strength = crashing
+        kind, began, strength, _ = crashing
         most = replicas if kind.error_rate >= 1.0 else replicas - 1
         sick = {s: min(most, math.ceil(strength(s) * replicas)) for s in range(max(began, step - 30), step + 1)}
     found = []
-    for index in range(replicas):
-        scaled = index >= node.replicas
+    # A live canary runs beside the stable pods: its own deployment, one pod taking its share of traffic.
+    trial = canary_version(world, service, step)
+    canaries = 0 if trial is None else 1
+    for index in range(replicas + canaries):
+        canary = index >= replicas
+        scaled = node.replicas <= index < replicas
         suffix = hexkey(iid, service, generation, index)[:5]
         name = f"{service}-{template}-{suffix}"
+        if canary:
+            name = f"{service}-canary-{hexkey(iid, service, 'rs', trial, 'canary')[:5]}9-{suffix}"
         if born is not None:
             # A rollout replaces the pods one at a time in the seconds before it completes.
             started = born - timedelta(milliseconds=spread(500, 20_000, iid, service, rollouts[-1], index))
@@ -93,8 +105,8 @@ def _new_pods(state: TelemetryState, service: str, step: int) -> list[Pod]:
             started = clock(world, scaled_at)
         else:
             started = now - timedelta(hours=spread(20, 900, iid, service, index, "age"), minutes=step)
-            # A pod is never older than the release it runs: the last rollout replaced every pod.
-            shipped = released(state, service)
+            # A pod is never older than the release it runs: the rollout of that release replaced every pod.
+            shipped = released(state, service, trial if canary and trial else version(world, service, step))
             started = max(started, shipped + timedelta(seconds=spread(20, 240, iid, service, index, "roll")))
         created = started
         # Replicas added this minute are still starting (see SCALE_JOINING).
@@ -105,7 +117,7 @@ def _new_pods(state: TelemetryState, service: str, step: int) -> list[Pod]:
                 restarts, termination, status, started = crashed[0], crashed[1], crashed[2] or status, crashed[3]
         pid = 100 + int(unit(iid, service, generation, index, restarts, "pid") * 9800)
         ip = f"10.{int(unit(iid, service, 'net') * 250)}.{index}.{10 + int(unit(iid, name) * 200)}"
-        found.append(Pod(name, pid, ip, created, started, restarts, status, termination))
+        found.append(Pod(name, pid, ip, created, started, restarts, status, termination, canary))
     return found
 
 
@@ -119,7 +131,7 @@ def _crashed(
     restarting inside the pod on the orchestrator's back-off (10 s doubling up to 5 min), until the last
     minute it crashed in; its restarts stay counted after that."""
     iid, now = world.incident.id, clock(world, step)
-    kind, began, _ = crashing
+    kind, began, _, _ = crashing
     first = max(began, step_of(world, created))
     last = next((s for s in range(step, first - 1, -1) if index < sick.get(s, 0)), None)
     if last is None:
@@ -150,7 +162,7 @@ def _find_crash(world: World, service: str) -> Crash | None:
     for index, fault in enumerate(incident.faults):
         kind = FAULTS[fault.type]
         if fault.service == service and kind.termination:
-            return kind, -fault_lead(incident, fault, index), lambda s, i=index: world.strengths(s)[i]
+            return kind, -fault_lead(incident, fault, index), lambda s, i=index: world.strengths(s)[i], index
     return None
 
 
@@ -166,11 +178,12 @@ def _backoff_restarts(seconds: float) -> int:
     return restarts
 
 
-def released(state: TelemetryState, service: str) -> datetime:
-    """When the release the service runs before any remedy rolled out: the newest deploy listed
-    (kept: it precedes every remedy, and every pod of every view asks)."""
-    found = state.releases.get(service)
+def released(state: TelemetryState, service: str, release: str) -> datetime:
+    """When a release the service runs before any remedy rolled out: the newest deploy listed that
+    shipped it (kept: it precedes every remedy, and every pod of every view asks)."""
+    found = state.releases.get((service, release))
     if found is None:
-        newest = deploys(state.world, service, -HISTORY_MINUTES).partition("\n")[0]
-        found = state.releases[service] = parse_time(newest.partition(" ")[0])
+        history = deploys(state.world, service, -HISTORY_MINUTES).splitlines()
+        entry = next((line for line in history if line.split()[2].rstrip(":") == release), history[0])
+        found = state.releases[(service, release)] = parse_time(entry.partition(" ")[0])
     return found

@@ -42,7 +42,7 @@ class TelemetryState:
     # Kept for the episode, keyed by everything they depend on.
     pods: dict[PodsKey, list[Pod]] = field(default_factory=dict)
     crashes: dict[str, Crash | None] = field(default_factory=dict)
-    releases: dict[str, datetime] = field(default_factory=dict)
+    releases: dict[tuple[str, str], datetime] = field(default_factory=dict)  # by service and release
     minutes: dict[int, str] = field(default_factory=dict)  # "HH:MM" of each minute a metric point is stamped with
     since: dict[tuple[str, str, int], str] = field(default_factory=dict)
     rendered: dict[tuple[str, str, int, bool, float, float], Alert] = field(default_factory=dict)

@@ -136,11 +136,21 @@ def sample(state: TelemetryState, service: str, step: int) -> list[Request]:
     return drawn
 
 
+def own_sigma(state: ServiceState) -> float:
+    """The spread of a service's own span durations: lognormal about its own p50, reaching its own p99."""
+    return max(math.log(max(state.self_p99_ms, state.self_p50_ms * 1.01) / state.self_p50_ms) / Z99, 1e-6)
+
+
+def own_mean_ms(state: ServiceState) -> float:
+    """The mean of a service's own span durations (what a database reports as its statements' mean time)."""
+    return state.self_p50_ms * math.exp(own_sigma(state) ** 2 / 2)
+
+
 def _span_source(world: World, service: str, states: dict[str, ServiceState]) -> _SpanSource:
     node = world.plan.by_name[service]
     state = states[service]
     templates = operations(node.kind)
-    sigma = max(math.log(max(state.self_p99_ms, state.self_p50_ms * 1.01) / state.self_p50_ms) / Z99, 1e-6)
+    sigma = own_sigma(state)
     upstream_ok = math.prod(1.0 - share for _, share, _ in state.failing_upstreams)
     own_error = 1.0 - (1.0 - state.error_rate) / max(upstream_ok, 1e-9)
     return _SpanSource(
