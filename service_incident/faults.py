@@ -27,7 +27,7 @@ Remedy = Literal[
 ]
 FaultHealth = Literal["degraded", "down"]
 # How a caller's call to a failing service fails.
-FailureMode = Literal["error", "refused", "rejected", "write"]
+FailureMode = Literal["error", "refused", "rejected", "write", "handshake"]
 
 APP_KINDS = ("web", "auth", "payments", "orders", "checkout", "inventory", "search", "notifications", "app")
 # Systems of record: a write they refuse or lose is data at risk, which the rubric grades P0.
@@ -760,7 +760,7 @@ FAULTS: Mapping[str, FaultType] = {
             acceptable=("escalate",),
             error_rate=0.6,
             latency_ms=30,
-            failure="refused",
+            failure="handshake",
             lead=(1, 3),
         ),
         FaultType(
@@ -791,11 +791,11 @@ FAULTS: Mapping[str, FaultType] = {
                 "*": (
                     (
                         'WARN req={hex:8} "{endpoint}" status=401 err="token used before issued: iat is {int:300:600}s in the future"',
-                        "WARN chronyd: no selectable sources; system clock offset +{int:300:600}.{int:100:999}s",
+                        "WARN chronyd: no selectable sources; system clock offset -{int:300:600}.{int:100:999}s",
                     ),
                     (
                         'WARN req={hex:8} "{endpoint}" status=401 err="jwt not valid yet (nbf)"',
-                        "WARN ntp: time offset +{int:300:600}s exceeds 1s",
+                        "WARN ntp: time offset -{int:300:600}s exceeds 1s",
                     ),
                 )
             },
@@ -812,12 +812,12 @@ FAULTS: Mapping[str, FaultType] = {
             {
                 "*": (
                     (
-                        "ERROR provider dial tcp {int:10:250}.{int:0:255}.{int:0:255}.{int:1:250}:636: i/o timeout",
-                        "WARN all {int:2:4} identity backends unreachable",
+                        "ERROR {provider} dial tcp {int:10:250}.{int:0:255}.{int:0:255}.{int:1:250}:443: i/o timeout",
+                        "WARN all {int:2:4} {provider} endpoints unreachable",
                     ),
                     (
-                        "ERROR call to identity provider failed: connect timeout after {int:2000:5000}ms",
-                        "WARN provider health check failing for {int:2:9} minutes",
+                        "ERROR call to {provider} failed: connect timeout after {int:2000:5000}ms",
+                        "WARN {provider} health check failing for {int:2:9} minutes",
                     ),
                 )
             },

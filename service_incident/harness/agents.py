@@ -56,6 +56,8 @@ _DEPENDENCY_WORDS = (
     "connection refused",
     "connection reset",
     "rejected credentials",
+    "returned nil",
+    "handshake with upstream",
     "write failed",
     "upstream returned",
 )
@@ -137,6 +139,7 @@ RUNBOOK: tuple[tuple[str, str], ...] = (
     ("quota", "escalate"),
     ("unreachable", "escalate"),
     ("identity provider", "escalate"),
+    ("health check failing", "escalate"),
     ("i/o timeout", "escalate"),
     ("deploy", "rollback"),
     ("migration", "rollback"),

@@ -80,7 +80,7 @@ class Episode:
         key = (view, service)
         if key not in self._shapes:
             telemetry = self.telemetry
-            if view == "db" and self.incident.service(service).kind != "database":
+            if view == "db" and self.incident.service(service).kind not in ("database", "queue", "cache"):
                 text = ""
             elif view == "metrics":
                 metrics = telemetry.metrics(service, 0)

@@ -13,22 +13,23 @@ from ..world import World, unit
 from ..world.episode import ESCALATION_DELAY
 from .clock import clock, format_time
 
-_PARTNER = "the partner API provider's support"
-# The outside party each kind of service relies on, which an escalation about it pages.
-PROVIDERS: Mapping[str, str] = {
-    "gateway": "the CDN and edge partner's support",
-    "auth": "the identity provider's support",
-    "payments": "the payment processor's support",
-    "search": "the search vendor's support",
-    "notifications": "the messaging provider's support",
-    "database": "the managed database vendor's support",
-    "cache": "the managed cache vendor's support",
-    "queue": "the managed broker vendor's support",
+PARTNER_NAME = "partner API"
+# The outside party each kind of service relies on: what its own lines call it, and whose support an
+# escalation about it pages.
+PROVIDER_NAMES: Mapping[str, str] = {
+    "gateway": "CDN and edge partner",
+    "auth": "identity provider",
+    "payments": "payment processor",
+    "search": "search vendor",
+    "notifications": "messaging provider",
+    "database": "managed database vendor",
+    "cache": "managed cache vendor",
+    "queue": "managed broker vendor",
 }
 
 
 def provider_team(world: World, service: str) -> str:
-    return PROVIDERS.get(world.incident.service(service).kind, _PARTNER)
+    return f"the {PROVIDER_NAMES.get(world.incident.service(service).kind, PARTNER_NAME)}'s support"
 
 
 def acknowledgement(world: World, service: str, step: int) -> str:

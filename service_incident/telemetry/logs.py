@@ -16,6 +16,7 @@ from ..topology import KINDS, OPERATIONS, PORTS, ROUTINE_BY_TECH
 from ..world import Edge, World, distraction_onset, fault_lead, spread, unit
 from .clock import clock, epoch_ms, format_time, parse_time, stamp_ms
 from .deploys import canary_version, version
+from .escalation import PARTNER_NAME, PROVIDER_NAMES
 from .jobs import job_for, job_lines
 from .phrases import (
     CONFIG_SYNC_MINUTES,
@@ -225,6 +226,7 @@ def line_context(world: World, service: str, step: int, pods: list[Pod]) -> dict
         "maxmemory": f"{4 + int(unit(incident.id, service, 'maxmemory') * 5)}gb",
         "quota": str(100 + 50 * int(unit(incident.id, service, "quota") * 11)),
         "client": client_of(world, service),
+        "provider": PROVIDER_NAMES.get(incident.service(service).kind, PARTNER_NAME),
         "table": table,
         "other_table": other_table,
         "blocker": blocker_pid(world, service),
@@ -264,8 +266,12 @@ def _caller_line(world: World, edge: Edge, cause: str, share: float) -> str:
         "timeout": ("504", f"deadline exceeded after {edge.deadline_ms:.0f}ms"),
         "breaker": ("503", "circuit breaker open, failing fast"),
         "refused": ("502", "connection refused" if edge.style != "bare" else "connection reset by peer"),
-        # A caller turns a dependency's refusal of its credentials into a server error of its own.
-        "rejected": ("502", "upstream rejected credentials (401)"),
+        # A caller turns a dependency's refusal of its credentials, or a datastore's missing key (an
+        # evicted session), into a server error of its own.
+        "rejected": ("500", f"{target} returned nil (key not found)")
+        if ops
+        else ("502", "upstream rejected credentials (401)"),
+        "handshake": ("502", "tls handshake with upstream failed: x509: certificate has expired or is not yet valid"),
         "write": ("500", f"write failed: {target} returned an error"),
         # A datastore answers a failed command in its own protocol, not with an HTTP status.
         "error": ("500", f"{target} failed: server error") if ops else ("503", "upstream returned 503"),

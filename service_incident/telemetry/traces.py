@@ -32,6 +32,7 @@ SPAN_STATUS: dict[FailureMode, str] = {
     "write": "error(500)",
     "refused": "error(503)",
     "rejected": "error(rejected)",
+    "handshake": "error(503)",
 }
 # A span: its depth, service, operation, duration in ms, status.
 _Span = tuple[int, str, str, float, str]

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 ServiceHealth = Literal["ok", "degraded", "down"]
 # How calls to a dependency fail from the caller's side.
-Cause = Literal["error", "refused", "rejected", "write", "timeout", "breaker"]
+Cause = Literal["error", "refused", "rejected", "write", "handshake", "timeout", "breaker"]
 # A red herring's side effects on a service: extra CPU, side-path error rate, the part of it a minor
 # fault fails the service's own requests with, and how those fail.
 SideEffect = tuple[float, float, float, FailureMode]
@@ -373,7 +373,7 @@ def _dependency_calls(
         else:
             # Retries help against scattered failures, not against a refusal or a dependency
             # that is down; failures are correlated, so each retry helps less than an independent draw.
-            retried = edge.retries if dep.mode not in ("rejected", "refused") else 0
+            retried = edge.retries if dep.mode not in ("rejected", "refused", "handshake") else 0
             seen = failed ** (retry_power if retried else 1.0)
             extra = 1.0 + retried * failed
             wait50 = (deadline if deadline < dep_p50 else dep_p50) * extra
