@@ -92,9 +92,10 @@ docs: $(VENV)/.installed
 	$(PY) -m service_incident.harness.docs
 
 # tests/conftest.py finds the stock OpenEnv venv through OPENENV_PYTHON. The tests that install the
-# package into new venvs (marked slow) are `make test-install`'s, which CI runs after this.
+# package into new venvs (marked slow) are `make test-install`'s, which CI runs after this. `-n auto`:
+# a pytest-xdist worker a core.
 test: lint $(OPENENV_VENV)/.installed browser scale-services
-	OPENENV_PYTHON=$(abspath $(OPENENV_VENV))/bin/python $(PY) -m pytest -q -m 'not slow'
+	OPENENV_PYTHON=$(abspath $(OPENENV_VENV))/bin/python $(PY) -m pytest -q -m 'not slow' -n auto
 
 # Every install path on fresh copies of the repository: pip install . and -e, the commands, make run.
 test-install: $(VENV)/.installed
