@@ -55,37 +55,69 @@ from scale_support import ServerProcess, nginx, redis_server, servers  # noqa: E
 
 SESSIONS = 256
 LOADERS = 2
+# Episodes the in-process store measurement plays at once.
+CONCURRENT = 64
 
-# One load generator: `our_throughput` over a share of the sessions, spread over the URLs given.
+# One load generator: a share of the sessions, spread over the URLs given. It connects them all, says
+# so, and plays once told to: handshakes and imports stay out of the timed window. It reports its own
+# CPU over that window, as the server processes' is read over it: on a small machine the load
+# generator's share of the cores is part of the answer.
 LOADER = """
-import asyncio, json, sys
+import asyncio, json, sys, time
 sys.path.insert(0, sys.argv[1])
 from service_incident.client import ServiceIncidentEnv
-from bench_transport import our_throughput
+from bench_transport import open_sessions, play
 # 256 handshakes at once on a loaded machine take longer than the default 10 s.
 _init = ServiceIncidentEnv.__init__
 ServiceIncidentEnv.__init__ = lambda self, url, **kw: _init(self, url, **{"connect_timeout_s": 120, **kw})
 urls, sessions, seconds = sys.argv[2].split(","), int(sys.argv[3]), float(sys.argv[4])
 async def main():
     share = [sessions // len(urls) + (i < sessions % len(urls)) for i in range(len(urls))]
-    runs = await asyncio.gather(*(our_throughput(u, n, seconds) for u, n in zip(urls, share) if n))
-    print(json.dumps({"steps": sum(r["steps"] for r in runs), "errors": sum(r["errors"] for r in runs)}))
+    groups = await asyncio.gather(*(open_sessions(u, n) for u, n in zip(urls, share) if n))
+    print("ready", flush=True)
+    sys.stdin.readline()
+    cpu = time.process_time()
+    runs = await asyncio.gather(*(play(clients, seconds) for clients in groups))
+    cpu = time.process_time() - cpu
+    steps, errors = sum(r["steps"] for r in runs), sum(r["errors"] for r in runs)
+    played = max(r["seconds"] for r in runs)
+    print(json.dumps({"steps": steps, "seconds": played, "errors": errors, "cpu_s": cpu}), flush=True)
+    await asyncio.gather(*(c.close() for clients in groups for c in clients))
 asyncio.run(main())
 """
 
 
-def load(urls: list[str], seconds: float) -> dict[str, Any]:
-    """SESSIONS sessions from LOADERS processes for `seconds`; steps/s over the whole run."""
+def load(urls: list[str], seconds: float, processes: list[ServerProcess]) -> dict[str, Any]:
+    """SESSIONS sessions from LOADERS processes for `seconds`: steps/s over the timed window, and the
+    CPU per step of the servers and of the load generators over it."""
     command = [sys.executable, "-c", LOADER, str(ROOT / "bench"), ",".join(urls)]
-    started = time.perf_counter()
     loaders = [
-        subprocess.Popen([*command, str(SESSIONS // LOADERS), str(seconds)], stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [*command, str(SESSIONS // LOADERS), str(seconds)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         for _ in range(LOADERS)
     ]
-    results = [json.loads(p.communicate()[0]) for p in loaders]
-    elapsed = time.perf_counter() - started
-    steps = sum(r["steps"] for r in results)
-    return {"steps": steps, "rate": steps / elapsed, "errors": sum(r["errors"] for r in results)}
+    try:
+        for loader in loaders:
+            assert loader.stdout is not None and loader.stdout.readline() == "ready\n", "a load generator failed"
+        before = server_cpu(processes)
+        for loader in loaders:
+            assert loader.stdin is not None
+            loader.stdin.write("go\n")
+            loader.stdin.flush()
+        results = [json.loads(loader.stdout.readline()) for loader in loaders if loader.stdout is not None]
+        spent = server_cpu(processes) - before
+    finally:
+        for loader in loaders:
+            loader.communicate(timeout=120)
+    steps = max(sum(r["steps"] for r in results), 1)
+    return {
+        "steps": steps,
+        "rate": steps / max(r["seconds"] for r in results),
+        "errors": sum(r["errors"] for r in results),
+        "cpu_us": spent / steps * 1e6,
+        "client_cpu_us": sum(r["cpu_s"] for r in results) / steps * 1e6,
+    }
 
 
 def server_cpu(processes: list[ServerProcess]) -> float:
@@ -101,23 +133,29 @@ def server_cpu(processes: list[ServerProcess]) -> float:
     return total
 
 
-def throughput(seconds: float, redis_url: str) -> list[tuple[str, dict[str, Any]]]:
-    rows = []
+ONE = "1 process (memory store)"
+WORKERS = "--workers 2 (embedded SQLite)"
+DIRECT = "2 processes, Redis, direct"
+PROXIED = "2 processes, Redis, via nginx"
+
+
+def throughput(seconds: float, sqlite_url: str, redis_url: str) -> dict[str, dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {}
 
     def measure(name: str, processes: list[ServerProcess], urls: list[str]) -> None:
-        before = server_cpu(processes)
-        run = load(urls, seconds)
-        run["cpu_us"] = (server_cpu(processes) - before) / max(run["steps"], 1) * 1e6
-        rows.append((name, run))
+        rows[name] = load(urls, seconds, processes)
 
     with servers(1, {"EPISODE_STORE": "memory"}) as one:
-        measure("1 process (memory store)", one, [one[0].url])
+        measure(ONE, one, [one[0].url])
+    for store, url in (("SQLite", sqlite_url), ("Redis", redis_url)):
+        with servers(1, {"EPISODE_STORE": url}) as one:
+            measure(f"1 process ({store} store)", one, [one[0].url])
     with servers(1, {"EPISODE_STORE": "memory"}, workers=2) as two:
-        measure("--workers 2 (embedded SQLite)", two, [two[0].url])
+        measure(WORKERS, two, [two[0].url])
     with servers(2, {"EPISODE_STORE": redis_url}) as pair:
-        measure("2 processes, Redis, direct", pair, [s.url for s in pair])
+        measure(DIRECT, pair, [s.url for s in pair])
         with nginx(pair) as balancer:
-            measure("2 processes, Redis, via nginx", pair, [balancer])
+            measure(PROXIED, pair, [balancer])
     return rows
 
 
@@ -125,31 +163,40 @@ def throughput(seconds: float, redis_url: str) -> list[tuple[str, dict[str, Any]
 
 
 def store_overhead(steps: int, stores: dict[str, str]) -> dict[str, float]:
-    """CPU µs of this process a save adds to a step, per store, over whole hard-task episodes: CPU
-    rather than wall time, which on a shared machine measures the neighbours (and Redis's own turn)."""
+    """CPU µs of this process (every thread of it) per step of whole hard-task episodes, resets
+    included: without a log ("no log"), then what each store adds. CONCURRENT episodes play at once,
+    yielding after every step as a server's sessions do, so a store may write many saves together.
+    CPU rather than wall time, which on a shared machine measures the neighbours (and Redis's own turn)."""
 
     async def run(log: EpisodeLog | None) -> float:
         replayer = Replayer(log or open_log("memory", 10**6, 10**6, 3600), ServiceIncidentEnvironment, None)
-        spent, taken, seed = 0.0, 0, 0
-        while taken < steps:
-            seed += 1
-            _, episode, observation = replayer.begin(ResetRequest(task_id="hard", seed=seed), "bench")
-            await replayer.save(episode)
-            for action in policy(observation):
-                started = time.process_time()
-                observation = episode.step(action)
+        taken = 0
+
+        async def player(seed: int) -> None:
+            nonlocal taken
+            while taken < steps:
+                seed += CONCURRENT
+                _, episode, observation = replayer.begin(ResetRequest(task_id="hard", seed=seed), "bench")
                 if log is not None:
                     await replayer.save(episode)
-                spent += time.process_time() - started
-                taken += 1
-                if observation.done:
-                    break
-            await replayer.drop(episode)
-        return spent / taken * 1e6
+                for action in policy(observation):
+                    observation = episode.step(action)
+                    if log is not None:
+                        await replayer.save(episode)
+                    await asyncio.sleep(0)
+                    taken += 1
+                    if observation.done:
+                        break
+                if log is not None:
+                    await replayer.drop(episode)
+
+        started = time.process_time()
+        await asyncio.gather(*(player(seed) for seed in range(CONCURRENT)))
+        return (time.process_time() - started) / taken * 1e6
 
     async def each() -> dict[str, float]:
         alone = await run(None)
-        costs = {"step alone": alone}
+        costs = {"no log": alone}
         for name, store in stores.items():
             log = open_log(store, 10**6, 10**6, 3600)
             costs[name] = await run(log) - alone
@@ -214,11 +261,11 @@ def counting_resumes() -> Iterator[list[float]]:
         finally:
             waits.append(time.perf_counter() - started)
 
-    ServiceIncidentEnv._resume = timed  # type: ignore[method-assign]
+    ServiceIncidentEnv._resume = timed
     try:
         yield waits
     finally:
-        ServiceIncidentEnv._resume = original  # type: ignore[method-assign]
+        ServiceIncidentEnv._resume = original
 
 
 def kill_drill(redis_url: str, episodes: int) -> dict[str, Any]:
@@ -279,23 +326,33 @@ def main() -> None:
         sqlite_url = f"sqlite://{folder}/episodes.sqlite3"
 
         print(f"\n## (a) steps/s, {SESSIONS} sessions of the full environment (hard), {seconds:g} s each")
-        print("| server | steps/s | vs 1 process | server CPU µs/step | errors |\n|---|---|---|---|---|")
-        rows = throughput(seconds, redis_url)
-        base = rows[0][1]["rate"]
-        for name, run in rows:
-            line = (
-                f"| {name} | {run['rate']:,.0f} | {run['rate'] / base:.2f}x | {run['cpu_us']:.0f} | {run['errors']} |"
-            )
-            print(line)
-        direct, proxied = rows[2][1]["rate"], rows[3][1]["rate"]
-        print(f"\nnginx vs direct: {(proxied / direct - 1) * 100:+.1f}%")
+        print("| server | steps/s | vs 1 process | server CPU µs/step | load generators' CPU µs/step | errors |")
+        print("|---|---|---|---|---|---|")
+        rows = throughput(seconds, sqlite_url, redis_url)
+        base = rows[ONE]
+        for name, run in rows.items():
+            cells = [f"{run['rate']:,.0f}", f"{run['rate'] / base['rate']:.2f}x", f"{run['cpu_us']:.0f}"]
+            print(f"| {name} | {' | '.join(cells)} | {run['client_cpu_us']:.0f} | {run['errors']} |")
+        print(f"\nnginx vs direct: {(rows[PROXIED]['rate'] / rows[DIRECT]['rate'] - 1) * 100:+.1f}%")
+        # What the two cores can give: every step costs the servers' CPU and the load generators'.
+        ceiling = (os.cpu_count() or 1) * 1e6 / (rows[WORKERS]["cpu_us"] + rows[WORKERS]["client_cpu_us"])
+        print(
+            f"steps/s the cores allow --workers 2 with its load generators here: {ceiling:,.0f} "
+            f"({ceiling / base['rate']:.2f}x 1 process)"
+        )
 
-        print(f"\n## (b) CPU a save adds to a step, in process ({steps} steps of hard episodes)")
+        print("\n## (b) what the episode log adds per step (resets included)")
         costs = store_overhead(steps, {"memory": "memory", "SQLite": sqlite_url, "Redis": redis_url})
-        server_us = rows[0][1]["cpu_us"]
-        print(f"| store | µs per step | of a step's server CPU ({server_us:.0f} µs) |\n|---|---|---|")
-        for name, cost in costs.items():
-            print(f"| {name} | {cost:.1f} | {cost / server_us * 100:.1f}% |")
+        print(f"in process: {steps} steps, {CONCURRENT} episodes at once; in the server: row (a)'s 1-process figures")
+        print("| store | in process µs | of a step without a log | in the server µs | of a step with memory |")
+        print("|---|---|---|---|---|")
+        alone, served = costs["no log"], base["cpu_us"]
+        for name in ("memory", "SQLite", "Redis"):
+            cost = costs[name]
+            extra = rows[f"1 process ({name} store)"]["cpu_us"] - served
+            server_cells = "— | —" if name == "memory" else f"{extra:.0f} | {extra / served * 100:.1f}%"
+            print(f"| {name} | {cost:.1f} | {cost / alone * 100:.1f}% | {server_cells} |")
+        print(f"(a step without a log: {alone:.0f} µs in process; {served:.0f} µs in the server with memory)")
 
         print(f"\n## (c) resume latency over a WebSocket, gen_expert, {repeats} episodes")
         print("| store | step 5 p50 ms | step 5 p99 ms | last step p50 ms | last step p99 ms |\n|---|---|---|---|---|")
