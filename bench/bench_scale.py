@@ -44,8 +44,8 @@ from service_incident.harness.agents import REFERENCE_AGENTS
 from service_incident.harness.evaluation import evaluate, reference_policy
 from service_incident.harness.records import EpisodeRecord, EpisodeSpec
 from service_incident.models import ResetRequest
-from service_incident.server.episode_log import EpisodeLog, open_log
-from service_incident.server.replay import Replayer
+from service_incident.server.episode_log import open_log
+from service_incident.server.replay import Episode, Replayer
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -55,7 +55,7 @@ from scale_support import ServerProcess, nginx, redis_server, servers  # noqa: E
 
 SESSIONS = 256
 LOADERS = 2
-# Episodes the in-process store measurement plays at once.
+# Episodes saving at once in the in-process store measurement.
 CONCURRENT = 64
 
 # One load generator: a share of the sessions, spread over the URLs given. It connects them all, says
@@ -162,48 +162,56 @@ def throughput(seconds: float, sqlite_url: str, redis_url: str) -> dict[str, dic
 # --- (b) the log's cost per step, in process --------------------------------------------------------
 
 
-def store_overhead(steps: int, stores: dict[str, str]) -> dict[str, float]:
-    """CPU µs of this process (every thread of it) per step of whole hard-task episodes, resets
-    included: without a log ("no log"), then what each store adds. CONCURRENT episodes play at once,
-    yielding after every step as a server's sessions do, so a store may write many saves together.
-    CPU rather than wall time, which on a shared machine measures the neighbours (and Redis's own turn)."""
+def step_cpu(steps: int) -> float:
+    """CPU µs of this process per step of whole hard-task episodes played alone, resets included."""
+    env, taken, seed = ServiceIncidentEnvironment(), 0, 0
+    started = time.process_time()
+    while taken < steps:
+        seed += 1
+        observation = env.reset(task_id="hard", seed=seed)
+        for action in policy(observation):
+            taken += 1
+            if env.step(action).done:
+                break
+    return (time.process_time() - started) / taken * 1e6
 
-    async def run(log: EpisodeLog | None) -> float:
-        replayer = Replayer(log or open_log("memory", 10**6, 10**6, 3600), ServiceIncidentEnvironment, None)
+
+def save_cpu(steps: int, store: str) -> float:
+    """CPU µs of this process (every thread of it) per step that saving costs, with CONCURRENT
+    episodes saving at once as a server's sessions do (so a store may write many saves together):
+    each creates its log, appends a hard episode's actions one save a step, yielding after each as
+    the server does after every frame, and drops it. The environment does not run: the figure is the
+    store's alone, not a difference of two noisy totals."""
+    recorded = ServiceIncidentEnvironment()
+    first = recorded.reset(task_id="hard", seed=1)
+    actions = [msgspec.json.encode(action) for action in policy(first)]
+    head = msgspec.json.encode(ResetRequest(task_id="hard", seed=1))
+
+    async def run() -> float:
+        log = open_log(store, 10**6, 10**6, 3600)
+        replayer = Replayer(log, ServiceIncidentEnvironment, None)
         taken = 0
 
-        async def player(seed: int) -> None:
+        async def player(i: int) -> None:
             nonlocal taken
             while taken < steps:
-                seed += CONCURRENT
-                _, episode, observation = replayer.begin(ResetRequest(task_id="hard", seed=seed), "bench")
-                if log is not None:
+                episode = Episode(recorded, f"{i}-{taken}", "bench", head)
+                await replayer.save(episode)
+                for action in actions:
+                    episode.unsaved.append(action)
                     await replayer.save(episode)
-                for action in policy(observation):
-                    observation = episode.step(action)
-                    if log is not None:
-                        await replayer.save(episode)
                     await asyncio.sleep(0)
                     taken += 1
-                    if observation.done:
-                        break
-                if log is not None:
-                    await replayer.drop(episode)
+                await replayer.drop(episode)
 
-        started = time.process_time()
-        await asyncio.gather(*(player(seed) for seed in range(CONCURRENT)))
-        return (time.process_time() - started) / taken * 1e6
-
-    async def each() -> dict[str, float]:
-        alone = await run(None)
-        costs = {"no log": alone}
-        for name, store in stores.items():
-            log = open_log(store, 10**6, 10**6, 3600)
-            costs[name] = await run(log) - alone
+        try:
+            started = time.process_time()
+            await asyncio.gather(*(player(i) for i in range(CONCURRENT)))
+            return (time.process_time() - started) / taken * 1e6
+        finally:
             await log.aclose()
-        return costs
 
-    return asyncio.run(each())
+    return asyncio.run(run())
 
 
 # --- (c) resume latency ---------------------------------------------------------------------------------
@@ -342,17 +350,18 @@ def main() -> None:
         )
 
         print("\n## (b) what the episode log adds per step (resets included)")
-        costs = store_overhead(steps, {"memory": "memory", "SQLite": sqlite_url, "Redis": redis_url})
-        print(f"in process: {steps} steps, {CONCURRENT} episodes at once; in the server: row (a)'s 1-process figures")
-        print("| store | in process µs | of a step without a log | in the server µs | of a step with memory |")
+        alone, served = step_cpu(steps), base["cpu_us"]
+        print(
+            f"in process: a step alone {alone:.0f} µs; saves of {CONCURRENT} episodes at once, {steps * 5} steps each"
+        )
+        print(f"in the server: row (a)'s 1-process figures against its memory store's {served:.0f} µs")
+        print("| store | in process µs | of a step alone | in the server µs | of a step with memory |")
         print("|---|---|---|---|---|")
-        alone, served = costs["no log"], base["cpu_us"]
-        for name in ("memory", "SQLite", "Redis"):
-            cost = costs[name]
-            extra = rows[f"1 process ({name} store)"]["cpu_us"] - served
-            server_cells = "— | —" if name == "memory" else f"{extra:.0f} | {extra / served * 100:.1f}%"
+        for name, store in (("memory", "memory"), ("SQLite", sqlite_url), ("Redis", redis_url)):
+            cost = save_cpu(steps * 5, store)
+            extra = rows[f"1 process ({name} store)"]["cpu_us"] - served if name != "memory" else None
+            server_cells = "— | —" if extra is None else f"{extra:.0f} | {extra / served * 100:.1f}%"
             print(f"| {name} | {cost:.1f} | {cost / alone * 100:.1f}% | {server_cells} |")
-        print(f"(a step without a log: {alone:.0f} µs in process; {served:.0f} µs in the server with memory)")
 
         print(f"\n## (c) resume latency over a WebSocket, gen_expert, {repeats} episodes")
         print("| store | step 5 p50 ms | step 5 p99 ms | last step p50 ms | last step p99 ms |\n|---|---|---|---|---|")
