@@ -55,6 +55,8 @@ from scale_support import ServerProcess, nginx, redis_server, servers  # noqa: E
 
 SESSIONS = 256
 LOADERS = 2
+# Turns each row of (a) takes, its seconds shared among them.
+ROUNDS = 3
 # Episodes saving at once in the in-process store measurement.
 CONCURRENT = 64
 
@@ -140,23 +142,39 @@ PROXIED = "2 processes, Redis, via nginx"
 
 
 def throughput(seconds: float, sqlite_url: str, redis_url: str) -> dict[str, dict[str, Any]]:
-    rows: dict[str, dict[str, Any]] = {}
+    """Every row's servers run at once, idle but for the row being measured, and the rows take turns
+    in ROUNDS of `seconds / ROUNDS` each: a neighbour's burst on a shared machine falls on all alike."""
+    with ExitStack() as stack:
+        (one,) = stack.enter_context(servers(1, {"EPISODE_STORE": "memory"}))
+        (sqlite,) = stack.enter_context(servers(1, {"EPISODE_STORE": sqlite_url}))
+        (redis,) = stack.enter_context(servers(1, {"EPISODE_STORE": redis_url}))
+        (workers,) = stack.enter_context(servers(1, {"EPISODE_STORE": "memory"}, workers=2))
+        pair = stack.enter_context(servers(2, {"EPISODE_STORE": redis_url}))
+        balancer = stack.enter_context(nginx(pair))
+        rows = {
+            ONE: ([one], [one.url]),
+            "1 process (SQLite store)": ([sqlite], [sqlite.url]),
+            "1 process (Redis store)": ([redis], [redis.url]),
+            WORKERS: ([workers], [workers.url]),
+            DIRECT: (pair, [server.url for server in pair]),
+            PROXIED: (pair, [balancer]),
+        }
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in rows}
+        for _ in range(ROUNDS):
+            for name, (processes, urls) in rows.items():
+                runs[name].append(load(urls, seconds / ROUNDS, processes))
+    return {name: _combined(each) for name, each in runs.items()}
 
-    def measure(name: str, processes: list[ServerProcess], urls: list[str]) -> None:
-        rows[name] = load(urls, seconds, processes)
 
-    with servers(1, {"EPISODE_STORE": "memory"}) as one:
-        measure(ONE, one, [one[0].url])
-    for store, url in (("SQLite", sqlite_url), ("Redis", redis_url)):
-        with servers(1, {"EPISODE_STORE": url}) as one:
-            measure(f"1 process ({store} store)", one, [one[0].url])
-    with servers(1, {"EPISODE_STORE": "memory"}, workers=2) as two:
-        measure(WORKERS, two, [two[0].url])
-    with servers(2, {"EPISODE_STORE": redis_url}) as pair:
-        measure(DIRECT, pair, [s.url for s in pair])
-        with nginx(pair) as balancer:
-            measure(PROXIED, pair, [balancer])
-    return rows
+def _combined(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    steps = sum(run["steps"] for run in runs)
+    return {
+        "steps": steps,
+        "rate": steps / sum(run["steps"] / run["rate"] for run in runs),
+        "errors": sum(run["errors"] for run in runs),
+        "cpu_us": sum(run["cpu_us"] * run["steps"] for run in runs) / steps,
+        "client_cpu_us": sum(run["client_cpu_us"] * run["steps"] for run in runs) / steps,
+    }
 
 
 # --- (b) the log's cost per step, in process --------------------------------------------------------
@@ -342,12 +360,16 @@ def main() -> None:
             cells = [f"{run['rate']:,.0f}", f"{run['rate'] / base['rate']:.2f}x", f"{run['cpu_us']:.0f}"]
             print(f"| {name} | {' | '.join(cells)} | {run['client_cpu_us']:.0f} | {run['errors']} |")
         print(f"\nnginx vs direct: {(rows[PROXIED]['rate'] / rows[DIRECT]['rate'] - 1) * 100:+.1f}%")
-        # What the two cores can give: every step costs the servers' CPU and the load generators'.
-        ceiling = (os.cpu_count() or 1) * 1e6 / (rows[WORKERS]["cpu_us"] + rows[WORKERS]["client_cpu_us"])
+        # The most a second worker can give on this machine, were it all the benchmark's: one process
+        # is bound by one core (1e6 / s1 steps/s); two workers and the load generators, which run on
+        # the same cores, by all of them (cores * 1e6 / (s2 + c2)).
+        s1, s2, c2 = base["cpu_us"], rows[WORKERS]["cpu_us"], rows[WORKERS]["client_cpu_us"]
+        bound = (os.cpu_count() or 1) * s1 / (s2 + c2)
         print(
-            f"steps/s the cores allow --workers 2 with its load generators here: {ceiling:,.0f} "
-            f"({ceiling / base['rate']:.2f}x 1 process)"
+            f"--workers 2 vs 1 process: {rows[WORKERS]['rate'] / base['rate']:.2f}x measured; at most {bound:.2f}x "
+            f"on {os.cpu_count()} cores that the load generators share (cores x {s1:.0f} / ({s2:.0f} + {c2:.0f}) µs)"
         )
+        print(f"load average at the end of (a): {os.getloadavg()[0]:.1f}")
 
         print("\n## (b) what the episode log adds per step (resets included)")
         alone, served = step_cpu(steps), base["cpu_us"]
