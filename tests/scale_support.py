@@ -1,6 +1,6 @@
 """Real parts for the scale-out tests and benchmark: a redis-server, server processes that can be
 killed and restarted on their port, and an nginx in front of them, each on free 127.0.0.1 ports with
-its files in a temporary folder."""
+its files in a temporary folder; and an episode's trace, to compare runs by."""
 
 from __future__ import annotations
 
@@ -15,8 +15,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
+import msgspec
+
+from service_incident.harness.records import EpisodeRecord
 
 START_S = 120.0  # a loaded machine takes a while to import the server
 
@@ -178,3 +182,16 @@ def nginx(upstreams: list[ServerProcess]) -> Iterator[str]:
         conf.write_text(NGINX_CONF.format(folder=folder, user=user, upstreams=lines, port=port))
         with _listening(["nginx", "-c", str(conf), "-p", folder], port):
             yield f"http://127.0.0.1:{port}"
+
+
+def trace(record: EpisodeRecord) -> bytes:
+    """What the environment showed in one episode, as bytes. The episode's name (metadata.episode_id)
+    is a fresh uuid in every run, in-process too, so it is the one field left out."""
+
+    def shown(observation: Any) -> Any:
+        body = msgspec.to_builtins(observation)
+        body["metadata"].pop("episode_id")
+        return body
+
+    steps = [(step.action_text, shown(step.observation)) for step in record.trace]
+    return msgspec.json.encode([shown(record.reset), steps, record.score, record.failure])
