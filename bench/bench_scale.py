@@ -4,11 +4,15 @@
     .venv/bin/python bench/bench_scale.py --quick    # a smoke run
 
 It measures, in one run (quote ratios from one run: the machine may be shared):
-(a) full-environment steps/s at 256 sessions (hard task, whole episodes): one process; `--workers 2`
-    (its embedded SQLite store); two processes sharing a Redis, addressed directly and through nginx
-    (hashing on Episode-Id). The load comes from two client processes, so the client is not the limit;
-(b) what the episode log adds per step, in process CPU: a step and its save against the step alone,
-    for the in-memory, SQLite and Redis stores;
+(a) full-environment steps/s at 256 sessions (hard task, whole episodes): one process with each
+    store; `--workers 2` (its embedded SQLite store); two processes sharing a Redis, addressed
+    directly and through nginx (as the Ingress: /ws to the least busy, HTTP hashing on Episode-Id).
+    Every row's servers run throughout and the rows take turns, so neighbours weigh on all alike.
+    The load comes from two client processes on the same cores; their CPU per step is read with the
+    servers', and from both follows the most a second worker could give on this machine;
+(b) what the episode log adds per step: in process, the CPU of saves alone (64 episodes saving at
+    once, so the stores write in batches) against a step alone; and in the server, row (a)'s
+    1-process figures;
 (c) resume latency over a WebSocket (connect, resume, reply) at step 5 and at the last step of a
     gen_expert episode, p50 and p99, per store;
 (d) the kill drill: 200 episodes across two processes behind nginx, one killed (SIGKILL) a third of
@@ -374,7 +378,7 @@ def main() -> None:
         print("\n## (b) what the episode log adds per step (resets included)")
         alone, served = step_cpu(steps), base["cpu_us"]
         print(
-            f"in process: a step alone {alone:.0f} µs; saves of {CONCURRENT} episodes at once, {steps * 5} steps each"
+            f"in process: a step alone {alone:.0f} µs; saves of {CONCURRENT} episodes at once, {steps * 5} steps in all"
         )
         print(f"in the server: row (a)'s 1-process figures against its memory store's {served:.0f} µs")
         print("| store | in process µs | of a step alone | in the server µs | of a step with memory |")
