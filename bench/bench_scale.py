@@ -4,11 +4,15 @@
     .venv/bin/python bench/bench_scale.py --quick    # a smoke run
 
 It measures, in one run (quote ratios from one run: the machine may be shared):
-(a) full-environment steps/s at 256 sessions (hard task, whole episodes): one process; `--workers 2`
-    (its embedded SQLite store); two processes sharing a Redis, addressed directly and through nginx
-    (hashing on Episode-Id). The load comes from two client processes, so the client is not the limit;
-(b) what the episode log adds per step, in process CPU: a step and its save against the step alone,
-    for the in-memory, SQLite and Redis stores;
+(a) full-environment steps/s at 256 sessions (hard task, whole episodes): one process with each
+    store; `--workers 2` (its embedded SQLite store); two processes sharing a Redis, addressed
+    directly and through nginx (as the Ingress: /ws to the least busy, HTTP hashing on Episode-Id).
+    Every row's servers run throughout and the rows take turns, so neighbours weigh on all alike.
+    The load comes from two client processes on the same cores; their CPU per step is read with the
+    servers', and from both follows the most a second worker could give on this machine;
+(b) what the episode log adds per step: in process, the CPU of saves alone (64 episodes saving at
+    once, so the stores write in batches) against a step alone; and in the server, row (a)'s
+    1-process figures;
 (c) resume latency over a WebSocket (connect, resume, reply) at step 5 and at the last step of a
     gen_expert episode, p50 and p99, per store;
 (d) the kill drill: 200 episodes across two processes behind nginx, one killed (SIGKILL) a third of
@@ -44,8 +48,8 @@ from service_incident.harness.agents import REFERENCE_AGENTS
 from service_incident.harness.evaluation import evaluate, reference_policy
 from service_incident.harness.records import EpisodeRecord, EpisodeSpec
 from service_incident.models import ResetRequest
-from service_incident.server.episode_log import EpisodeLog, open_log
-from service_incident.server.replay import Replayer
+from service_incident.server.episode_log import open_log
+from service_incident.server.replay import Episode, Replayer
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -55,37 +59,71 @@ from scale_support import ServerProcess, nginx, redis_server, servers  # noqa: E
 
 SESSIONS = 256
 LOADERS = 2
+# Turns each row of (a) takes, its seconds shared among them.
+ROUNDS = 3
+# Episodes saving at once in the in-process store measurement.
+CONCURRENT = 64
 
-# One load generator: `our_throughput` over a share of the sessions, spread over the URLs given.
+# One load generator: a share of the sessions, spread over the URLs given. It connects them all, says
+# so, and plays once told to: handshakes and imports stay out of the timed window. It reports its own
+# CPU over that window, as the server processes' is read over it: on a small machine the load
+# generator's share of the cores is part of the answer.
 LOADER = """
-import asyncio, json, sys
+import asyncio, json, sys, time
 sys.path.insert(0, sys.argv[1])
 from service_incident.client import ServiceIncidentEnv
-from bench_transport import our_throughput
+from bench_transport import open_sessions, play
 # 256 handshakes at once on a loaded machine take longer than the default 10 s.
 _init = ServiceIncidentEnv.__init__
 ServiceIncidentEnv.__init__ = lambda self, url, **kw: _init(self, url, **{"connect_timeout_s": 120, **kw})
 urls, sessions, seconds = sys.argv[2].split(","), int(sys.argv[3]), float(sys.argv[4])
 async def main():
     share = [sessions // len(urls) + (i < sessions % len(urls)) for i in range(len(urls))]
-    runs = await asyncio.gather(*(our_throughput(u, n, seconds) for u, n in zip(urls, share) if n))
-    print(json.dumps({"steps": sum(r["steps"] for r in runs), "errors": sum(r["errors"] for r in runs)}))
+    groups = await asyncio.gather(*(open_sessions(u, n) for u, n in zip(urls, share) if n))
+    print("ready", flush=True)
+    sys.stdin.readline()
+    cpu = time.process_time()
+    runs = await asyncio.gather(*(play(clients, seconds) for clients in groups))
+    cpu = time.process_time() - cpu
+    steps, errors = sum(r["steps"] for r in runs), sum(r["errors"] for r in runs)
+    played = max(r["seconds"] for r in runs)
+    print(json.dumps({"steps": steps, "seconds": played, "errors": errors, "cpu_s": cpu}), flush=True)
+    await asyncio.gather(*(c.close() for clients in groups for c in clients))
 asyncio.run(main())
 """
 
 
-def load(urls: list[str], seconds: float) -> dict[str, Any]:
-    """SESSIONS sessions from LOADERS processes for `seconds`; steps/s over the whole run."""
+def load(urls: list[str], seconds: float, processes: list[ServerProcess]) -> dict[str, Any]:
+    """SESSIONS sessions from LOADERS processes for `seconds`: steps/s over the timed window, and the
+    CPU per step of the servers and of the load generators over it."""
     command = [sys.executable, "-c", LOADER, str(ROOT / "bench"), ",".join(urls)]
-    started = time.perf_counter()
     loaders = [
-        subprocess.Popen([*command, str(SESSIONS // LOADERS), str(seconds)], stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [*command, str(SESSIONS // LOADERS), str(seconds)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         for _ in range(LOADERS)
     ]
-    results = [json.loads(p.communicate()[0]) for p in loaders]
-    elapsed = time.perf_counter() - started
-    steps = sum(r["steps"] for r in results)
-    return {"steps": steps, "rate": steps / elapsed, "errors": sum(r["errors"] for r in results)}
+    try:
+        for loader in loaders:
+            assert loader.stdout is not None and loader.stdout.readline() == "ready\n", "a load generator failed"
+        before = server_cpu(processes)
+        for loader in loaders:
+            assert loader.stdin is not None
+            loader.stdin.write("go\n")
+            loader.stdin.flush()
+        results = [json.loads(loader.stdout.readline()) for loader in loaders if loader.stdout is not None]
+        spent = server_cpu(processes) - before
+    finally:
+        for loader in loaders:
+            loader.communicate(timeout=120)
+    steps = max(sum(r["steps"] for r in results), 1)
+    return {
+        "steps": steps,
+        "rate": steps / max(r["seconds"] for r in results),
+        "errors": sum(r["errors"] for r in results),
+        "cpu_us": spent / steps * 1e6,
+        "client_cpu_us": sum(r["cpu_s"] for r in results) / steps * 1e6,
+    }
 
 
 def server_cpu(processes: list[ServerProcess]) -> float:
@@ -101,62 +139,101 @@ def server_cpu(processes: list[ServerProcess]) -> float:
     return total
 
 
-def throughput(seconds: float, redis_url: str) -> list[tuple[str, dict[str, Any]]]:
-    rows = []
+ONE = "1 process (memory store)"
+WORKERS = "--workers 2 (embedded SQLite)"
+DIRECT = "2 processes, Redis, direct"
+PROXIED = "2 processes, Redis, via nginx"
 
-    def measure(name: str, processes: list[ServerProcess], urls: list[str]) -> None:
-        before = server_cpu(processes)
-        run = load(urls, seconds)
-        run["cpu_us"] = (server_cpu(processes) - before) / max(run["steps"], 1) * 1e6
-        rows.append((name, run))
 
-    with servers(1, {"EPISODE_STORE": "memory"}) as one:
-        measure("1 process (memory store)", one, [one[0].url])
-    with servers(1, {"EPISODE_STORE": "memory"}, workers=2) as two:
-        measure("--workers 2 (embedded SQLite)", two, [two[0].url])
-    with servers(2, {"EPISODE_STORE": redis_url}) as pair:
-        measure("2 processes, Redis, direct", pair, [s.url for s in pair])
-        with nginx(pair) as balancer:
-            measure("2 processes, Redis, via nginx", pair, [balancer])
-    return rows
+def throughput(seconds: float, sqlite_url: str, redis_url: str) -> dict[str, dict[str, Any]]:
+    """Every row's servers run at once, idle but for the row being measured, and the rows take turns
+    in ROUNDS of `seconds / ROUNDS` each: a neighbour's burst on a shared machine falls on all alike."""
+    with ExitStack() as stack:
+        (one,) = stack.enter_context(servers(1, {"EPISODE_STORE": "memory"}))
+        (sqlite,) = stack.enter_context(servers(1, {"EPISODE_STORE": sqlite_url}))
+        (redis,) = stack.enter_context(servers(1, {"EPISODE_STORE": redis_url}))
+        (workers,) = stack.enter_context(servers(1, {"EPISODE_STORE": "memory"}, workers=2))
+        pair = stack.enter_context(servers(2, {"EPISODE_STORE": redis_url}))
+        balancer = stack.enter_context(nginx(pair))
+        rows = {
+            ONE: ([one], [one.url]),
+            "1 process (SQLite store)": ([sqlite], [sqlite.url]),
+            "1 process (Redis store)": ([redis], [redis.url]),
+            WORKERS: ([workers], [workers.url]),
+            DIRECT: (pair, [server.url for server in pair]),
+            PROXIED: (pair, [balancer]),
+        }
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in rows}
+        for _ in range(ROUNDS):
+            for name, (processes, urls) in rows.items():
+                runs[name].append(load(urls, seconds / ROUNDS, processes))
+    return {name: _combined(each) for name, each in runs.items()}
+
+
+def _combined(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    steps = sum(run["steps"] for run in runs)
+    return {
+        "steps": steps,
+        "rate": steps / sum(run["steps"] / run["rate"] for run in runs),
+        "errors": sum(run["errors"] for run in runs),
+        "cpu_us": sum(run["cpu_us"] * run["steps"] for run in runs) / steps,
+        "client_cpu_us": sum(run["client_cpu_us"] * run["steps"] for run in runs) / steps,
+    }
 
 
 # --- (b) the log's cost per step, in process --------------------------------------------------------
 
 
-def store_overhead(steps: int, stores: dict[str, str]) -> dict[str, float]:
-    """CPU µs of this process a save adds to a step, per store, over whole hard-task episodes: CPU
-    rather than wall time, which on a shared machine measures the neighbours (and Redis's own turn)."""
+def step_cpu(steps: int) -> float:
+    """CPU µs of this process per step of whole hard-task episodes played alone, resets included."""
+    env, taken, seed = ServiceIncidentEnvironment(), 0, 0
+    started = time.process_time()
+    while taken < steps:
+        seed += 1
+        observation = env.reset(task_id="hard", seed=seed)
+        for action in policy(observation):
+            taken += 1
+            if env.step(action).done:
+                break
+    return (time.process_time() - started) / taken * 1e6
 
-    async def run(log: EpisodeLog | None) -> float:
-        replayer = Replayer(log or open_log("memory", 10**6, 10**6, 3600), ServiceIncidentEnvironment, None)
-        spent, taken, seed = 0.0, 0, 0
-        while taken < steps:
-            seed += 1
-            _, episode, observation = replayer.begin(ResetRequest(task_id="hard", seed=seed), "bench")
-            await replayer.save(episode)
-            for action in policy(observation):
-                started = time.process_time()
-                observation = episode.step(action)
-                if log is not None:
+
+def save_cpu(steps: int, store: str) -> float:
+    """CPU µs of this process (every thread of it) per step that saving costs, with CONCURRENT
+    episodes saving at once as a server's sessions do (so a store may write many saves together):
+    each creates its log, appends a hard episode's actions one save a step, yielding after each as
+    the server does after every frame, and drops it. The environment does not run: the figure is the
+    store's alone, not a difference of two noisy totals."""
+    recorded = ServiceIncidentEnvironment()
+    first = recorded.reset(task_id="hard", seed=1)
+    actions = [msgspec.json.encode(action) for action in policy(first)]
+    head = msgspec.json.encode(ResetRequest(task_id="hard", seed=1))
+
+    async def run() -> float:
+        log = open_log(store, 10**6, 10**6, 3600)
+        replayer = Replayer(log, ServiceIncidentEnvironment, None)
+        taken = 0
+
+        async def player(i: int) -> None:
+            nonlocal taken
+            while taken < steps:
+                episode = Episode(recorded, f"{i}-{taken}", "bench", head)
+                await replayer.save(episode)
+                for action in actions:
+                    episode.unsaved.append(action)
                     await replayer.save(episode)
-                spent += time.process_time() - started
-                taken += 1
-                if observation.done:
-                    break
-            await replayer.drop(episode)
-        return spent / taken * 1e6
+                    await asyncio.sleep(0)
+                    taken += 1
+                await replayer.drop(episode)
 
-    async def each() -> dict[str, float]:
-        alone = await run(None)
-        costs = {"step alone": alone}
-        for name, store in stores.items():
-            log = open_log(store, 10**6, 10**6, 3600)
-            costs[name] = await run(log) - alone
+        try:
+            started = time.process_time()
+            await asyncio.gather(*(player(i) for i in range(CONCURRENT)))
+            return (time.process_time() - started) / taken * 1e6
+        finally:
             await log.aclose()
-        return costs
 
-    return asyncio.run(each())
+    return asyncio.run(run())
 
 
 # --- (c) resume latency ---------------------------------------------------------------------------------
@@ -214,11 +291,11 @@ def counting_resumes() -> Iterator[list[float]]:
         finally:
             waits.append(time.perf_counter() - started)
 
-    ServiceIncidentEnv._resume = timed  # type: ignore[method-assign]
+    ServiceIncidentEnv._resume = timed
     try:
         yield waits
     finally:
-        ServiceIncidentEnv._resume = original  # type: ignore[method-assign]
+        ServiceIncidentEnv._resume = original
 
 
 def kill_drill(redis_url: str, episodes: int) -> dict[str, Any]:
@@ -279,23 +356,38 @@ def main() -> None:
         sqlite_url = f"sqlite://{folder}/episodes.sqlite3"
 
         print(f"\n## (a) steps/s, {SESSIONS} sessions of the full environment (hard), {seconds:g} s each")
-        print("| server | steps/s | vs 1 process | server CPU µs/step | errors |\n|---|---|---|---|---|")
-        rows = throughput(seconds, redis_url)
-        base = rows[0][1]["rate"]
-        for name, run in rows:
-            line = (
-                f"| {name} | {run['rate']:,.0f} | {run['rate'] / base:.2f}x | {run['cpu_us']:.0f} | {run['errors']} |"
-            )
-            print(line)
-        direct, proxied = rows[2][1]["rate"], rows[3][1]["rate"]
-        print(f"\nnginx vs direct: {(proxied / direct - 1) * 100:+.1f}%")
+        print("| server | steps/s | vs 1 process | server CPU µs/step | load generators' CPU µs/step | errors |")
+        print("|---|---|---|---|---|---|")
+        rows = throughput(seconds, sqlite_url, redis_url)
+        base = rows[ONE]
+        for name, run in rows.items():
+            cells = [f"{run['rate']:,.0f}", f"{run['rate'] / base['rate']:.2f}x", f"{run['cpu_us']:.0f}"]
+            print(f"| {name} | {' | '.join(cells)} | {run['client_cpu_us']:.0f} | {run['errors']} |")
+        print(f"\nnginx vs direct: {(rows[PROXIED]['rate'] / rows[DIRECT]['rate'] - 1) * 100:+.1f}%")
+        # The most a second worker can give on this machine, were it all the benchmark's: one process
+        # is bound by one core (1e6 / s1 steps/s); two workers and the load generators, which run on
+        # the same cores, by all of them (cores * 1e6 / (s2 + c2)).
+        s1, s2, c2 = base["cpu_us"], rows[WORKERS]["cpu_us"], rows[WORKERS]["client_cpu_us"]
+        bound = (os.cpu_count() or 1) * s1 / (s2 + c2)
+        print(
+            f"--workers 2 vs 1 process: {rows[WORKERS]['rate'] / base['rate']:.2f}x measured; at most {bound:.2f}x "
+            f"on {os.cpu_count()} cores that the load generators share (cores x {s1:.0f} / ({s2:.0f} + {c2:.0f}) µs)"
+        )
+        print(f"load average at the end of (a): {os.getloadavg()[0]:.1f}")
 
-        print(f"\n## (b) CPU a save adds to a step, in process ({steps} steps of hard episodes)")
-        costs = store_overhead(steps, {"memory": "memory", "SQLite": sqlite_url, "Redis": redis_url})
-        server_us = rows[0][1]["cpu_us"]
-        print(f"| store | µs per step | of a step's server CPU ({server_us:.0f} µs) |\n|---|---|---|")
-        for name, cost in costs.items():
-            print(f"| {name} | {cost:.1f} | {cost / server_us * 100:.1f}% |")
+        print("\n## (b) what the episode log adds per step (resets included)")
+        alone, served = step_cpu(steps), base["cpu_us"]
+        print(
+            f"in process: a step alone {alone:.0f} µs; saves of {CONCURRENT} episodes at once, {steps * 5} steps in all"
+        )
+        print(f"in the server: row (a)'s 1-process figures against its memory store's {served:.0f} µs")
+        print("| store | in process µs | of a step alone | in the server µs | of a step with memory |")
+        print("|---|---|---|---|---|")
+        for name, store in (("memory", "memory"), ("SQLite", sqlite_url), ("Redis", redis_url)):
+            cost = save_cpu(steps * 5, store)
+            extra = rows[f"1 process ({name} store)"]["cpu_us"] - served if name != "memory" else None
+            server_cells = "— | —" if extra is None else f"{extra:.0f} | {extra / served * 100:.1f}%"
+            print(f"| {name} | {cost:.1f} | {cost / alone * 100:.1f}% | {server_cells} |")
 
         print(f"\n## (c) resume latency over a WebSocket, gen_expert, {repeats} episodes")
         print("| store | step 5 p50 ms | step 5 p99 ms | last step p50 ms | last step p99 ms |\n|---|---|---|---|---|")

@@ -238,9 +238,22 @@ async def step_frame_bytes(url: str) -> int:
 async def our_throughput(url: str, sessions: int, seconds: float, transport_only: bool = False) -> dict[str, Any]:
     """Steps/s over `sessions` concurrent sessions. `transport_only` steps an episode that is over:
     the environment answers in under a microsecond, with a frame of the usual size."""
+    clients = await open_sessions(url, sessions)
+    try:
+        return await play(clients, seconds, transport_only)
+    finally:
+        await asyncio.gather(*(c.close() for c in clients))
+
+
+async def open_sessions(url: str, sessions: int) -> list[ServiceIncidentEnv]:
     clients = [ServiceIncidentEnv(url, message_timeout_s=120) for _ in range(sessions)]
     await asyncio.gather(*(c.connect() for c in clients))
-    counts, errors = [0] * sessions, [0]
+    return clients
+
+
+async def play(clients: list[ServiceIncidentEnv], seconds: float, transport_only: bool = False) -> dict[str, Any]:
+    """Every client plays hard-task episodes (our_throughput) for `seconds`: steps, seconds, errors."""
+    counts, errors = [0] * len(clients), [0]
     deadline = time.perf_counter() + seconds
 
     async def worker(i: int) -> None:
@@ -266,9 +279,8 @@ async def our_throughput(url: str, sessions: int, seconds: float, transport_only
             errors[0] += 1
 
     started = time.perf_counter()
-    await asyncio.gather(*(worker(i) for i in range(sessions)))
+    await asyncio.gather(*(worker(i) for i in range(len(clients))))
     elapsed = time.perf_counter() - started
-    await asyncio.gather(*(c.close() for c in clients))
     return {"steps": sum(counts), "seconds": elapsed, "errors": errors[0]}
 
 

@@ -15,7 +15,8 @@ too. It improves on the stock client where that one is weak:
 * Server errors raise `ServerError` carrying OpenEnv's error code (`CapacityReached` for a full
   server, on every attempt); a closed socket raises `SessionClosed` with the close code and reason
   (1001 idle timeout, 1009 frame too big, 1011 no answer to pings, ...); a server that cannot be
-  reached raises `ConnectionFailed` with the URL. A server that stops answering is noticed within
+  reached raises `ConnectionFailed` with the URL, `ServerBusy` when it (or a balancer before it)
+  refuses the handshake with 503. A server that stops answering is noticed within
   the ping interval plus twice the ping timeout (one for the pong, at most one for the close).
 """
 
@@ -26,6 +27,7 @@ import contextlib
 import threading
 from collections.abc import Coroutine, Mapping
 from concurrent.futures import Future
+from http import HTTPStatus
 from typing import Any, ClassVar, Generic, Literal, Self, TypeVar, get_args, get_origin
 from urllib.parse import urlsplit
 
@@ -33,6 +35,7 @@ import msgspec
 from msgspec import Struct
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
+from websockets.http11 import Response
 
 from service_incident.wire import (
     CloseMessage,
@@ -112,6 +115,19 @@ class ConnectionFailed(EnvClientError, ConnectionError):
         super().__init__(f"cannot open a session at {url}: {reason}")
         self.url = url
         self.reason = reason
+
+
+class ServerBusy(ConnectionFailed):
+    """The handshake was refused with 503 Service Unavailable: this address already holds as many
+    connections as the server allows one address (MAX_CONNECTIONS_PER_CLIENT), or a balancer has no
+    server up behind it. `detail` is the server's own text; `retry_after_s` its Retry-After, if any.
+    Close some sessions, or retry later; a lost session's resume retries it on its own."""
+
+    def __init__(self, url: str, detail: str, retry_after_s: float | None) -> None:
+        wait = f" (retry after {retry_after_s:g} s)" if retry_after_s is not None else ""
+        super().__init__(url, f"the server is busy, HTTP 503: {detail or 'Service Unavailable'}{wait}")
+        self.detail = detail
+        self.retry_after_s = retry_after_s
 
 
 class NoReply(EnvClientError, TimeoutError):
@@ -215,6 +231,11 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self._steps = 0
         self.resumes = 0  # how many times this client resumed its episode
 
+    @property
+    def steps(self) -> int:
+        """Steps of this episode answered so far, those a resume found the server took included."""
+        return self._steps
+
     # --- hooks for subclasses ---
 
     def _step_payload(self, action: ActT) -> Any:
@@ -245,6 +266,8 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 proxy=None if is_loopback(urlsplit(self.url).hostname or "") else True,
             )
         except InvalidStatus as exc:
+            if exc.response.status_code == HTTPStatus.SERVICE_UNAVAILABLE:
+                raise _busy(self.url, exc.response) from None
             raise ConnectionFailed(self.url, f"the server answered HTTP {exc.response.status_code}") from None
         except TimeoutError:
             raise ConnectionFailed(self.url, f"no handshake within {self.connect_timeout_s:g} s") from None
@@ -478,6 +501,12 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         if not isinstance(frame, ObservationFrame):
             raise EnvClientError(f"expected an observation frame, got {type(frame).__name__}")
         return self._parse_result(frame.data)
+
+
+def _busy(url: str, response: Response) -> ServerBusy:
+    detail = (response.body or b"")[:200].decode("utf-8", "replace").strip()
+    retry_after = response.headers.get("Retry-After", "")
+    return ServerBusy(url, detail, float(retry_after) if retry_after.isdigit() else None)
 
 
 class SyncEnvClient(Generic[ActT, ObsT, StateT]):

@@ -17,13 +17,19 @@ processes can never interleave one episode's steps: the second learns it is behi
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import sqlite3
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
 from .bounded import BoundedStore, Clock
+from .group_commit import GroupCommit
 
 
 class Logged:
@@ -111,25 +117,41 @@ CREATE TABLE IF NOT EXISTS actions (
 """
 
 
+# A write the SQLite writer thread makes inside a batch's transaction; its result is a row count.
+SqlWrite = Callable[[sqlite3.Connection], int]
+
+
 class SqliteLog:
-    """A SQLite file for the workers of one box. Calls are short local transactions, made on the event
-    loop; WAL lets readers run beside the one writer, and `synchronous=NORMAL` does not fsync every
-    commit (a power cut may lose the last steps; a killed process loses nothing)."""
+    """A SQLite file for the workers of one box.
+
+    Writes go to one writer thread in batches (group_commit.py): the saves sessions make while one
+    transaction commits share the next one, so a step costs a couple of statements rather than a
+    transaction of its own, and the event loop never waits on the file or on another worker's lock.
+    Reads run on the loop, on a connection of their own, beside the writer (WAL).
+
+    Durability: WAL with `synchronous=NORMAL`. A commit is in the WAL file (so in the OS's cache)
+    before its writers hear of it, so a killed process (kill -9 included) loses no step it answered;
+    a power cut may lose the last commits, which an fsync per commit would save at a disk flush each."""
 
     def __init__(self, path: str, per_owner: int, idle_timeout_s: float) -> None:
         self.per_owner = per_owner
         self.idle_timeout_s = idle_timeout_s
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        self._writer = _connect(path)  # the writer thread's alone from here on
+        self._writer.executescript(_SCHEMA)
+        self._reader = _connect(path)
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="episode-log")
+        self._commits: GroupCommit[SqlWrite, int] = GroupCommit(self._write_batch)
 
-    def _write(self, statements: list[tuple[str, Any]]) -> list[int]:
-        db = self._db
+    async def _write_batch(self, batch: list[SqlWrite]) -> list[int]:
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self._transact, batch)
+
+    def _transact(self, batch: list[SqlWrite]) -> list[int]:
+        """One transaction for the batch (in the writer thread): it lands whole or not at all."""
+        db = self._writer
         db.execute("BEGIN IMMEDIATE")
         try:
-            counts = [db.execute(sql, args).rowcount for sql, args in statements]
+            counts = [write(db) for write in batch]
         except BaseException:
             db.execute("ROLLBACK")
             raise
@@ -137,67 +159,72 @@ class SqliteLog:
         return counts
 
     async def create(self, key: str, head: bytes, owner: str) -> None:
-        now = time.time()
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            for (old,) in db.execute(
-                "SELECT key FROM episodes WHERE owner = ? AND key != ? ORDER BY touched DESC LIMIT -1 OFFSET ?",
-                (owner, key, self.per_owner - 1),
-            ).fetchall():
-                db.execute("DELETE FROM episodes WHERE key = ?", (old,))
-                db.execute("DELETE FROM actions WHERE key = ?", (old,))
-            db.execute("DELETE FROM actions WHERE key = ?", (key,))
-            db.execute("INSERT OR REPLACE INTO episodes VALUES (?, ?, ?, 0, ?)", (key, owner, head, now))
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+        await self._commits.write(partial(_create, key, head, owner, self.per_owner, time.time()))
 
     async def append(self, key: str, index: int, actions: list[bytes]) -> bool:
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            moved = db.execute(
-                "UPDATE episodes SET length = length + ?, touched = ? WHERE key = ? AND length = ?",
-                (len(actions), time.time(), key, index),
-            ).rowcount
-            if moved:
-                db.executemany(
-                    "INSERT INTO actions VALUES (?, ?, ?)", [(key, index + i, a) for i, a in enumerate(actions)]
-                )
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
-        return bool(moved)
+        return bool(await self._commits.write(partial(_append, key, index, actions, time.time())))
 
     async def load(self, key: str) -> Logged | None:
-        row = self._db.execute("SELECT head, length FROM episodes WHERE key = ?", (key,)).fetchone()
+        row = self._reader.execute("SELECT head, length FROM episodes WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
-        actions = [a for (a,) in self._db.execute("SELECT action FROM actions WHERE key = ? ORDER BY n", (key,))]
+        actions = [a for (a,) in self._reader.execute("SELECT action FROM actions WHERE key = ? ORDER BY n", (key,))]
         return Logged(row[0], actions[: row[1]])
 
     async def length(self, key: str) -> int | None:
-        row = self._db.execute("SELECT length FROM episodes WHERE key = ?", (key,)).fetchone()
+        row = self._reader.execute("SELECT length FROM episodes WHERE key = ?", (key,)).fetchone()
         return None if row is None else int(row[0])
 
     async def drop(self, key: str) -> None:
-        self._write([("DELETE FROM episodes WHERE key = ?", (key,)), ("DELETE FROM actions WHERE key = ?", (key,))])
+        await self._commits.write(partial(_drop, key))
 
     async def expire(self) -> int:
-        deadline = time.time() - self.idle_timeout_s
-        counts = self._write(
-            [
-                ("DELETE FROM episodes WHERE touched < ?", (deadline,)),
-                ("DELETE FROM actions WHERE key NOT IN (SELECT key FROM episodes)", ()),
-            ]
-        )
-        return counts[0]
+        return await self._commits.write(partial(_expire, time.time() - self.idle_timeout_s))
 
     async def aclose(self) -> None:
-        self._db.close()
+        await self._commits.aclose()
+        self._thread.shutdown()
+        self._writer.close()
+        self._reader.close()
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    # Not bound to the thread that opens it: the app may be made in one thread and served in another.
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    return db
+
+
+def _create(key: str, head: bytes, owner: str, per_owner: int, now: float, db: sqlite3.Connection) -> int:
+    for (old,) in db.execute(
+        "SELECT key FROM episodes WHERE owner = ? AND key != ? ORDER BY touched DESC LIMIT -1 OFFSET ?",
+        (owner, key, per_owner - 1),
+    ).fetchall():
+        _drop(old, db)
+    db.execute("DELETE FROM actions WHERE key = ?", (key,))
+    db.execute("INSERT OR REPLACE INTO episodes VALUES (?, ?, ?, 0, ?)", (key, owner, head, now))
+    return 1
+
+
+def _append(key: str, index: int, actions: list[bytes], now: float, db: sqlite3.Connection) -> int:
+    moved = db.execute(
+        "UPDATE episodes SET length = length + ?, touched = ? WHERE key = ? AND length = ?",
+        (len(actions), now, key, index),
+    ).rowcount
+    if moved:
+        db.executemany("INSERT INTO actions VALUES (?, ?, ?)", [(key, index + i, a) for i, a in enumerate(actions)])
+    return moved
+
+
+def _drop(key: str, db: sqlite3.Connection) -> int:
+    db.execute("DELETE FROM actions WHERE key = ?", (key,))
+    return db.execute("DELETE FROM episodes WHERE key = ?", (key,)).rowcount
+
+
+def _expire(deadline: float, db: sqlite3.Connection) -> int:
+    db.execute("DELETE FROM actions WHERE key IN (SELECT key FROM episodes WHERE touched < ?)", (deadline,))
+    return db.execute("DELETE FROM episodes WHERE touched < ?", (deadline,)).rowcount
 
 
 # Each runs atomically in Redis. A log is a list: the head, then the actions; an owner's episodes a
@@ -218,11 +245,22 @@ redis.call('ZADD', KEYS[2], now, ARGV[5])
 redis.call('EXPIRE', KEYS[2], math.ceil(idle))
 return 1
 """
+# The appends of a batch in one script: KEYS the logs; ARGV the TTL, then for each log the actions it
+# holds (its index), how many it appends, and those. Each lands only where its log ends (1) or not (0).
 _APPEND = """
-if redis.call('LLEN', KEYS[1]) ~= tonumber(ARGV[1]) + 1 then return 0 end
-redis.call('RPUSH', KEYS[1], unpack(ARGV, 3))
-redis.call('EXPIRE', KEYS[1], ARGV[2])
-return 1
+local ttl, at, moved = ARGV[1], 2, {}
+for i, key in ipairs(KEYS) do
+    local index, count = tonumber(ARGV[at]), tonumber(ARGV[at + 1])
+    if redis.call('LLEN', key) == index + 1 then
+        redis.call('RPUSH', key, unpack(ARGV, at + 2, at + 1 + count))
+        redis.call('EXPIRE', key, ttl)
+        moved[i] = 1
+    else
+        moved[i] = 0
+    end
+    at = at + 2 + count
+end
+return moved
 """
 
 
@@ -231,8 +269,28 @@ REDIS_CONNECTIONS = 64
 REDIS_WAIT_S = 60.0
 
 
+class _Append(NamedTuple):
+    key: str
+    logged: int  # the actions the log must hold for these to land
+    actions: list[bytes]
+
+
+class _Command(NamedTuple):
+    """One command, as `execute_command` takes it."""
+
+    args: tuple[Any, ...]
+
+
 class RedisLog:
-    """A Redis shared by every process of a deployment (Kubernetes: the manifests' Redis)."""
+    """A Redis shared by every process of a deployment (Kubernetes: the manifests' Redis).
+
+    Writes go in batches (group_commit.py): one pipeline, so one round trip, per batch. The appends
+    among them go as one script, so a step costs the client a few arguments rather than a command
+    to pack and a reply to parse. A script runs atomically, so the steps of one episode never
+    interleave. Scripts go by EVAL, not EVALSHA: a few hundred bytes a batch, and no script that a
+    restarted Redis no longer knows. The batch script names many keys, so a Redis Cluster would have
+    to hold them in one slot: one Redis (with replicas) is the store. Durable as the Redis is:
+    acknowledged means in its memory."""
 
     PREFIX = "service_incident:log:"
     OWNERS = "service_incident:owner:"
@@ -247,16 +305,36 @@ class RedisLog:
         # Sessions wait for one of a few connections rather than each opening its own (or failing).
         pool = redis.BlockingConnectionPool.from_url(url, max_connections=REDIS_CONNECTIONS, timeout=REDIS_WAIT_S)
         self._redis = redis.Redis(connection_pool=pool)
-        self._create = self._redis.register_script(_CREATE)
-        self._append = self._redis.register_script(_APPEND)
+        self._commits: GroupCommit[_Append | _Command, Any] = GroupCommit(self._write_batch)
+
+    async def _write_batch(self, batch: list[_Append | _Command]) -> list[Any]:
+        commands: list[tuple[Any, ...]] = []
+        answers: list[int] = []  # how many writes each command answers for, 0 for a command's own reply
+        for appending, run in itertools.groupby(batch, key=lambda write: isinstance(write, _Append)):
+            if appending:
+                appends = [write for write in run if isinstance(write, _Append)]
+                keys = [self.PREFIX + append.key for append in appends]
+                args = [arg for a in appends for arg in (a.logged, len(a.actions), *a.actions)]
+                commands.append(("EVAL", _APPEND, len(keys), *keys, max(1, round(self.idle_timeout_s)), *args))
+                answers.append(len(appends))
+            else:
+                for write in run:
+                    assert isinstance(write, _Command)
+                    commands.append(write.args)
+                    answers.append(0)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for command in commands:
+                pipe.pipeline_execute_command(*command)
+            replies = await pipe.execute()
+        return [result for reply, n in zip(replies, answers, strict=True) for result in (reply if n else [reply])]
 
     async def create(self, key: str, head: bytes, owner: str) -> None:
-        args: list[bytes | str | float] = [head, time.time(), self.idle_timeout_s, self.per_owner, key, self.PREFIX]
-        await self._create(keys=[self.PREFIX + key, self.OWNERS + owner], args=args)
+        keys = [self.PREFIX + key, self.OWNERS + owner]
+        args = (head, time.time(), self.idle_timeout_s, self.per_owner, key, self.PREFIX)
+        await self._commits.write(_Command(("EVAL", _CREATE, len(keys), *keys, *args)))
 
     async def append(self, key: str, index: int, actions: list[bytes]) -> bool:
-        ttl = max(1, round(self.idle_timeout_s))
-        return bool(await self._append(keys=[self.PREFIX + key], args=[index, ttl, *actions]))
+        return bool(await self._commits.write(_Append(key, index, actions)))
 
     async def load(self, key: str) -> Logged | None:
         items: list[bytes] = await self._redis.lrange(self.PREFIX + key, 0, -1)  # type: ignore[assignment]
@@ -267,12 +345,13 @@ class RedisLog:
         return size - 1 if size else None
 
     async def drop(self, key: str) -> None:
-        await self._redis.delete(self.PREFIX + key)
+        await self._commits.write(_Command(("DEL", self.PREFIX + key)))
 
     async def expire(self) -> int:
         return 0  # Redis expires the keys itself
 
     async def aclose(self) -> None:
+        await self._commits.aclose()
         await self._redis.aclose()
 
 

@@ -1,6 +1,6 @@
 """Real parts for the scale-out tests and benchmark: a redis-server, server processes that can be
 killed and restarted on their port, and an nginx in front of them, each on free 127.0.0.1 ports with
-its files in a temporary folder."""
+its files in a temporary folder; and an episode's trace, to compare runs by."""
 
 from __future__ import annotations
 
@@ -15,8 +15,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
+import msgspec
+
+from service_incident.harness.records import EpisodeRecord
 
 START_S = 120.0  # a loaded machine takes a while to import the server
 
@@ -110,9 +114,13 @@ def servers(count: int, environ: dict[str, str], workers: int = 1) -> Iterator[l
             server.stop()
 
 
-# As docs/scale-out.md and deploy/k8s/ingress.yaml have it: HTTP requests hash on Episode-Id, so an
-# episode usually finds the process that has it cached; a request without one (a WebSocket
-# upgrade, a reset) hashes on its own request id, which spreads them. A dead upstream is skipped.
+# As docs/scale-out.md and deploy/k8s/ingress.yaml have it: WebSocket sessions (/ws) go to the
+# process with the fewest open, since any process resumes any episode; HTTP requests hash on
+# Episode-Id, so an episode usually finds the process that has it cached, and a request without one
+# (a reset) hashes on its own request id, which spreads them. A dead upstream is skipped.
+# For the measurements: one worker (the servers need the other core), no access log, connections to
+# the upstreams kept alive, and a tunnel buffer that holds a whole observation frame (up to ~14 KB;
+# the default of one page would pass a frame in several reads and writes).
 NGINX_CONF = """
 worker_processes 1;
 daemon off;
@@ -127,24 +135,36 @@ http {{
     fastcgi_temp_path {folder}/fastcgi;
     uwsgi_temp_path {folder}/uwsgi;
     scgi_temp_path {folder}/scgi;
-    map $http_upgrade $connection_upgrade {{ default upgrade; "" ""; }}
     map $http_episode_id $balance_key {{ "" $request_id; default $http_episode_id; }}
-    upstream service_incident {{
+    upstream sessions {{
+        least_conn;
+        {upstreams}
+    }}
+    upstream episodes {{
         hash $balance_key consistent;
         {upstreams}
         keepalive 64;
     }}
+    proxy_http_version 1.1;
+    proxy_connect_timeout 1s;
+    proxy_next_upstream error timeout http_502;
     server {{
         listen 127.0.0.1:{port};
-        location / {{
-            proxy_pass http://service_incident;
-            proxy_http_version 1.1;
-            proxy_set_header Upgrade $http_upgrade;
-            proxy_set_header Connection $connection_upgrade;
+        location = /ws {{
+            proxy_pass http://sessions;
             proxy_set_header Host $http_host;
-            proxy_connect_timeout 1s;
+            proxy_set_header Upgrade $http_upgrade;
+            proxy_set_header Connection "upgrade";
+            proxy_buffer_size 32k;
+            proxy_buffers 4 32k;  # nginx checks them against proxy_buffer_size, though a tunnel uses none
             proxy_read_timeout 3600s;
-            proxy_next_upstream error timeout http_502;
+            proxy_send_timeout 3600s;
+        }}
+        location / {{
+            proxy_pass http://episodes;
+            # A location's own proxy_set_header replaces all inherited ones: each names Host.
+            proxy_set_header Host $http_host;
+            proxy_set_header Connection "";
         }}
     }}
 }}
@@ -162,3 +182,16 @@ def nginx(upstreams: list[ServerProcess]) -> Iterator[str]:
         conf.write_text(NGINX_CONF.format(folder=folder, user=user, upstreams=lines, port=port))
         with _listening(["nginx", "-c", str(conf), "-p", folder], port):
             yield f"http://127.0.0.1:{port}"
+
+
+def trace(record: EpisodeRecord) -> bytes:
+    """What the environment showed in one episode, as bytes. The episode's name (metadata.episode_id)
+    is a fresh uuid in every run, in-process too, so it is the one field left out."""
+
+    def shown(observation: Any) -> Any:
+        body = msgspec.to_builtins(observation)
+        body["metadata"].pop("episode_id")
+        return body
+
+    steps = [(step.action_text, shown(step.observation)) for step in record.trace]
+    return msgspec.json.encode([shown(record.reset), steps, record.score, record.failure])

@@ -1,5 +1,6 @@
 """The client against servers that are full, frozen, gone, never there or losing replies: it raises
-its own typed errors, never wedges, and a server it launched never outlives it."""
+its own typed errors, never wedges, and a server it launched never outlives it. An evaluation
+resumes an episode whose reply came too late rather than failing it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -19,6 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
+from scale_support import trace
 from serving import eventually
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -30,10 +33,14 @@ from service_incident.client import (
     EnvClient,
     LocalServer,
     NoReply,
+    ServerBusy,
     ServiceIncidentEnv,
     SessionClosed,
 )
-from service_incident.models import InspectLogs
+from service_incident.harness.evaluation import Policy, evaluate, reference_policy
+from service_incident.harness.records import EpisodeSpec, Turn
+from service_incident.harness.session import InProcess, WebSocket
+from service_incident.models import Action, InspectLogs, Observation
 
 LOOK = InspectLogs(target="db")
 FAST = 0.25  # a call that fails fast takes a small share of this, however loaded the machine
@@ -249,6 +256,47 @@ async def test_connection_failures_are_the_clients_own_errors_with_the_url(make_
     url = make_server()
     with pytest.raises(ConnectionFailed, match="HTTP 403"):
         await ServiceIncidentEnv(url, headers={"Origin": "https://elsewhere.example"}).reset()
+
+
+async def test_an_address_over_its_connection_share_gets_server_busy_with_the_servers_words(make_server: Any) -> None:
+    url = make_server(max_connections_per_client=1)
+    async with ServiceIncidentEnv(url) as holder:
+        await holder.reset()
+        with pytest.raises(ServerBusy, match="HTTP 503: Too many connections from this address") as busy:
+            await ServiceIncidentEnv(url).reset()
+        assert isinstance(busy.value, ConnectionFailed) and busy.value.retry_after_s == 1
+    async with ServiceIncidentEnv(url) as after:  # the holder's connection is given back
+        assert (await after.reset(seed=1)).observation.step_count == 0
+
+
+async def test_an_evaluation_resumes_an_episode_whose_reply_came_too_late(frozen: tuple[str, Any]) -> None:
+    # The server freezes just before one step goes out, for longer than the message timeout: that
+    # step gets no reply in time, and the evaluation resumes the episode from the server's log
+    # instead of failing it. Every episode ends as an undisturbed in-process run of it does.
+    url, freeze = frozen
+    specs = [EpisodeSpec(name=f"hard-{seed}", task_id="hard", incident_id=None, seed=seed) for seed in range(3)]
+    expert = reference_policy("expert")
+    answers = 0
+
+    def freezing_once(spec: EpisodeSpec) -> Policy:
+        policy = expert(spec)
+
+        async def act(observation: Observation) -> Action | Turn:
+            nonlocal answers
+            answers += 1
+            if answers == 3:
+                freeze(True)
+                threading.Timer(2.5, freeze, (False,)).start()
+            return await policy(observation)
+
+        return act
+
+    sessions = WebSocket(url, message_timeout_s=1.0)
+    records = await evaluate(freezing_once, specs, sessions=sessions, concurrency=1)
+    undisturbed = await evaluate(expert, specs, sessions=InProcess())
+    assert sessions.resumes >= 1
+    assert [r.failure for r in records] == [None] * len(specs)
+    assert [trace(r) for r in records] == [trace(r) for r in undisturbed]
 
 
 LAUNCHER = """

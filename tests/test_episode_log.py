@@ -1,10 +1,15 @@
 """The three episode stores keep the same promises (the Redis one on a real redis-server): appends
 land only at the index the log holds, loads give back what was appended in order, an owner past its
-bound loses its oldest episode, idle episodes expire, and a dropped episode is gone."""
+bound loses its oldest episode, idle episodes expire, and a dropped episode is gone. Writes made at
+once go to a store in batches, and none is acknowledged before its batch is written: a step a
+SQLite log acknowledged survives the process's kill -9."""
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +22,7 @@ from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.holdout import HoldoutKey, fingerprint
 from service_incident.models import InspectLogs, ResetRequest
 from service_incident.server.episode_log import open_log
+from service_incident.server.group_commit import GroupCommit
 from service_incident.server.replay import Replayer, UnknownEpisode
 
 # An episode idle for 1 s is gone within this (Redis expires keys by whole seconds).
@@ -100,3 +106,68 @@ async def test_a_held_out_log_holds_its_index_and_key_fingerprint_never_the_gene
     elsewhere = Replayer(log, lambda: ServiceIncidentEnvironment(holdout_key=other), other)
     with pytest.raises(UnknownEpisode, match="another holdout key"):
         await elsewhere.restore(episode_id, "client")
+
+
+async def test_writes_made_at_once_go_in_batches_and_each_learns_its_result_once_its_batch_is_written() -> None:
+    batches: list[list[int]] = []
+    release = asyncio.Event()
+
+    async def write_batch(batch: list[int]) -> list[int]:
+        batches.append(batch)
+        await release.wait()
+        return [item * 10 for item in batch]
+
+    commits: GroupCommit[int, int] = GroupCommit(write_batch, limit=30)
+    writes = [asyncio.ensure_future(commits.write(i)) for i in range(100)]
+    await asyncio.sleep(0.01)
+    assert batches == [list(range(30))]  # the rest wait for the batch being written
+    assert not any(write.done() for write in writes)  # nothing is acknowledged before it is written
+    release.set()
+    assert await asyncio.gather(*writes) == [i * 10 for i in range(100)]
+    assert [len(batch) for batch in batches] == [30, 30, 30, 10]
+    assert await commits.write(7) == 70 and batches[-1] == [7]  # alone, a write goes at once
+
+
+async def test_a_failed_batch_fails_each_of_its_writes_and_the_next_batch_still_goes() -> None:
+    async def write_batch(batch: list[int]) -> list[int]:
+        if 0 in batch:
+            raise sqlite3.OperationalError("disk I/O error")
+        return batch
+
+    commits: GroupCommit[int, int] = GroupCommit(write_batch)
+    failed = await asyncio.gather(commits.write(0), commits.write(1), return_exceptions=True)
+    assert all(isinstance(error, sqlite3.OperationalError) for error in failed)
+    assert await asyncio.gather(commits.write(2), commits.write(3)) == [2, 3]
+    await commits.aclose()
+
+
+# Appends steps to a SQLite log and says which it was told are written; killed at any moment.
+_APPENDER = """
+import asyncio, sys
+from service_incident.server.episode_log import open_log
+from service_incident.server.group_commit import GroupCommit
+async def main():
+    log = open_log(sys.argv[1], 100, 100, 3600)
+    await log.create("episode", b"head", "client")
+    for i in range(100000):
+        assert await log.append("episode", i, [str(i).encode()])
+        print(i, flush=True)
+asyncio.run(main())
+"""
+
+
+async def test_a_sqlite_step_acknowledged_before_kill_9_is_in_the_log(tmp_path: Path) -> None:
+    store = f"sqlite://{tmp_path}/episodes.sqlite3"
+    appender = subprocess.Popen([sys.executable, "-c", _APPENDER, store], stdout=subprocess.PIPE, text=True)
+    assert appender.stdout is not None
+    for _ in range(200):
+        acknowledged = int(appender.stdout.readline())
+    appender.kill()
+    appender.wait(timeout=30)
+    log = open_log(store, 100, 100, 3600)
+    try:
+        logged = await log.load("episode")
+        assert logged is not None and len(logged.actions) > acknowledged
+        assert logged.actions[: acknowledged + 1] == [str(i).encode() for i in range(acknowledged + 1)]
+    finally:
+        await log.aclose()

@@ -11,12 +11,11 @@ import json
 import signal
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import msgspec
 import pytest
-from scale_support import ServerProcess, missing_services, nginx, redis_server, servers
+from scale_support import ServerProcess, missing_services, nginx, redis_server, servers, trace
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosedOK
 
@@ -31,19 +30,6 @@ pytestmark = pytest.mark.skipif(missing_services() is not None, reason=missing_s
 EPISODES = 200
 SPECS = [EpisodeSpec(name=f"hard-{seed}", task_id="hard", incident_id=None, seed=seed) for seed in range(EPISODES)]
 AGENT = "expert"
-
-
-def trace(record: EpisodeRecord) -> bytes:
-    """What the environment showed in one episode, as bytes. The episode's name (metadata.episode_id)
-    is a fresh uuid in every run, in-process too, so it is the one field left out."""
-
-    def shown(observation: Any) -> Any:
-        body = msgspec.to_builtins(observation)
-        body["metadata"].pop("episode_id")
-        return body
-
-    steps = [(step.action_text, shown(step.observation)) for step in record.trace]
-    return msgspec.json.encode([shown(record.reset), steps, record.score, record.failure])
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,9 @@ the way an HTTP client runs over either a network or an in-process ASGI transpor
   (`over_websocket(base_url_or_None)` picks between the two).
 
 Both give the same observations for the same task, seed and actions. The client is imported when a
-WebSocket session is asked for: an in-process evaluation loads neither it nor websockets.
+WebSocket session is asked for: an in-process evaluation loads neither it nor websockets. A step
+whose reply did not come in time is not the episode's end: the WebSocket session resumes the
+episode from the server's log (at most MAX_RESUMES times an episode) and counts it in `resumes`.
 """
 
 from __future__ import annotations
@@ -73,25 +75,49 @@ class InProcess:
         yield _InProcessSession(ServiceIncidentEnvironment(self.holdout_key))
 
 
+# Resumes one episode may take: a server that keeps missing the message timeout fails the episode.
+MAX_RESUMES = 3
+
+
 class _WebSocketSession:
-    def __init__(self, env: ServiceIncidentEnv) -> None:
+    def __init__(self, env: ServiceIncidentEnv, sessions: WebSocket) -> None:
         self._env = env
+        self._sessions = sessions
+        self._resumes = 0
 
     async def reset(self, request: ResetRequest) -> Observation:
         return (await self._env.reset(**msgspec.structs.asdict(request))).observation
 
     async def step(self, action: Action) -> Observation:
-        return (await self._env.step(action)).observation
+        from service_incident.client import Desynchronised, NoReply
+
+        while True:
+            try:
+                return (await self._env.step(action)).observation
+            except (NoReply, Desynchronised):
+                if self._resumes >= MAX_RESUMES:
+                    raise
+            # The log says whether the server took the step whose reply was lost: if so, the resume
+            # answers it; if not, it is sent again. EpisodeLost (the log is gone) propagates.
+            answered = self._env.steps
+            result = await self._env.resume()
+            self._resumes += 1
+            self._sessions.resumes += 1
+            if self._env.steps > answered:
+                return result.observation
 
 
 class WebSocket:
     """Episodes over the WebSocket client, a session each, against the server at `base_url`: or
     spread in turn across several, comma-separated (servers sharing an episode store, or not)."""
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, message_timeout_s: float | None = None) -> None:
         self.base_url = base_url
         self.base_urls = [url.strip() for url in base_url.split(",") if url.strip()]
         self._turn = itertools.cycle(self.base_urls)
+        # The client's own default unless given: how long a step's reply may take before a resume.
+        self._options = {} if message_timeout_s is None else {"message_timeout_s": message_timeout_s}
+        self.resumes = 0  # episodes' sessions resumed after a reply that did not come in time
 
     @property
     def where(self) -> str:
@@ -101,8 +127,8 @@ class WebSocket:
     async def open(self) -> AsyncIterator[Session]:
         from service_incident.client import ServiceIncidentEnv
 
-        async with ServiceIncidentEnv(next(self._turn)) as env:
-            yield _WebSocketSession(env)
+        async with ServiceIncidentEnv(next(self._turn), **self._options) as env:
+            yield _WebSocketSession(env, self)
 
     @classmethod
     @asynccontextmanager
