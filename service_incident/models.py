@@ -126,7 +126,8 @@ class ScaleUp(_ActionBase, tag="scale_up", frozen=True):
 class Escalate(_ActionBase, tag="escalate", frozen=True):
     """Page the provider or partner a service relies on: acknowledged now, they act a step later on what they own.
 
-    What a provider owns is its quota, its outage and its certificate; nothing else changes.
+    What a provider owns is its quota and its outage; nothing else changes (a service's own certificate
+    is renewed, not escalated).
     """
 
     kind = "remedy"

@@ -322,7 +322,7 @@ def test_a_refused_request_fails_its_episode_but_the_endpoint_is_still_called(tm
 def test_a_chat_turn_keeps_an_alert_that_is_still_firing_in_view() -> None:
     """A page whose value did not move is still firing: the turn says so rather than dropping it."""
     env = ServiceIncidentEnvironment()
-    before = env.reset(task_id="medium_incident_triage", seed=0)
+    before = env.reset(task_id="easy_incident_triage", seed=0)
     firing = [alert for alert in before.alerts if alert.status == "firing"]
     assert len(firing) >= 2
     moved = msgspec.structs.replace(firing[0], value=firing[0].value + 0.01)

@@ -1,7 +1,7 @@
 """Who an escalation pages, and when they act: the acknowledgement the next observation carries.
 
 An escalation pages the provider or partner a service relies on. They acknowledge at once and act
-a step later on what they own (a quota, an outage, a certificate of theirs); the acknowledgement
+a step later on what they own (a quota, an outage of theirs); the acknowledgement
 reads the same whatever is wrong, so it tells nothing of the fault.
 """
 
@@ -38,5 +38,5 @@ def acknowledgement(world: World, service: str, step: int) -> str:
     return (
         f"Escalated {service} to {provider_team(world, service)}: ticket PRV-{ticket} acknowledged at "
         f"{format_time(clock(world, step))}; they act at {format_time(clock(world, step + ESCALATION_DELAY))} "
-        "on what they own (a quota, an outage or a certificate of theirs)."
+        "on what they own (a quota or an outage of theirs)."
     )
