@@ -190,6 +190,9 @@ def _write(
         else:
             choices = [p for p in running if p.name == who]
         choices = choices or pool
+        if "{canary}" in template:
+            # A canary's failures are its own pod's lines: the stable pods never served those requests.
+            choices = [p for p in choices if p.canary] or choices
         draw = unit(iid, service, moment_ms) if who == _KEYED else rng.random()
         pod = choices[int(draw * len(choices))]
         context["version"] = release
