@@ -31,7 +31,7 @@ from ..agents import ExpertAgent, trace_origins
 from .features import TIERS, incident_row, service_rows
 from .model import Model, load
 
-# Traces are taken at this many paged entry points.
+# Traces are taken at this many paged user-facing services, or at as many as the tier has entry points.
 ENTRY_TRACES = 2
 # Suspects surveyed per tier, and how many applications among them get a deploy look.
 SUSPECTS = {"easy": 2, "medium": 2, "hard": 3, "expert": 4}
@@ -49,11 +49,11 @@ def tier_of(task_id: str) -> str | None:
     return tier if prefix in ("gen", "holdout") and tier in TIERS else None
 
 
-def entries(obs: Observation) -> list[str]:
+def entries(obs: Observation, tier: str) -> list[str]:
     """The user-facing services paged first (all user-facing ones when none is)."""
     facing = [c.name for c in obs.topology if c.user_facing]
     paged = [a.service for a in obs.alerts if a.service in facing]
-    return list(dict.fromkeys(paged or facing))[:ENTRY_TRACES]
+    return list(dict.fromkeys(paged or facing))[: max(ENTRY_TRACES, PRESETS[tier].entry_points)]
 
 
 def suspects(obs: Observation, tier: str) -> list[str]:
@@ -65,7 +65,7 @@ def suspects(obs: Observation, tier: str) -> list[str]:
     facing = {c.name for c in obs.topology if c.user_facing}
     paged = [a.service for a in obs.alerts if a.service not in facing and a.signal != "disk_pct"]
     memory = [a.service for a in obs.alerts if a.signal == "memory_pct"]
-    ranked = [s for s, _ in origins.most_common()] + paged + memory + entries(obs)
+    ranked = [s for s, _ in origins.most_common()] + paged + memory + entries(obs, tier)
     return list(dict.fromkeys(ranked))[: SUSPECTS[tier]]
 
 
@@ -75,7 +75,7 @@ Look = InspectTraces | InspectLogs | InspectMetrics | RunDbQuery | InspectDeploy
 def survey(obs: Observation, tier: str) -> list[Look]:
     """The looks of the investigation, in order, given what has been seen so far."""
     kinds = {c.name: c.kind for c in obs.topology}
-    looks: list[Look] = [InspectTraces(target=entry) for entry in entries(obs)]
+    looks: list[Look] = [InspectTraces(target=entry) for entry in entries(obs, tier)]
     ranked = suspects(obs, tier)
     for suspect in ranked:
         if suspect not in obs.visible_logs:
