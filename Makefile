@@ -93,9 +93,12 @@ docs: $(VENV)/.installed
 
 # tests/conftest.py finds the stock OpenEnv venv through OPENENV_PYTHON. The tests that install the
 # package into new venvs (marked slow) are `make test-install`'s, which CI runs after this. `-n auto`:
-# a pytest-xdist worker a core.
+# a pytest-xdist worker a core; `--dist loadfile` keeps a file's tests on one worker, so its module
+# fixtures (servers, stock runs, evaluations) are built once (`loadgroup` would group finer, but xdist
+# 3.8 cannot rename pytest 9.2's node ids, so its groups are ignored). Set here, not in pytest's
+# options: the venvs the slow tests build have no xdist.
 test: lint $(OPENENV_VENV)/.installed browser scale-services
-	OPENENV_PYTHON=$(abspath $(OPENENV_VENV))/bin/python $(PY) -m pytest -q -m 'not slow' -n auto
+	OPENENV_PYTHON=$(abspath $(OPENENV_VENV))/bin/python $(PY) -m pytest -q -m 'not slow' -n auto --dist loadfile
 
 # Every install path on fresh copies of the repository: pip install . and -e, the commands, make run.
 test-install: $(VENV)/.installed
