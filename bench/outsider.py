@@ -25,7 +25,7 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from service_incident import dataset
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.generator import PRESETS
-from service_incident.harness.agents import STALE_ALERT_S, own_trouble, trace_origins
+from service_incident.harness.agents import STALE_ALERT_S, _depends_on, own_trouble, trace_origins
 from service_incident.models import (
     ACTIONS_BY_NAME,
     Action,
@@ -149,18 +149,7 @@ def first_on_their_paths(obs: Observation) -> frozenset[str]:
         if before * 60 < STALE_ALERT_S:
             onset[alert.service] = max(onset.get(alert.service, before), before)
     depends = {card.name: card.depends_on for card in obs.topology}
-
-    def below(service: str) -> set[str]:
-        found: set[str] = set()
-        frontier = list(depends[service])
-        while frontier:
-            name = frontier.pop()
-            if name not in found:
-                found.add(name)
-                frontier += depends[name]
-        return found
-
-    return frozenset(s for s in onset if not any(onset.get(d, -1.0) >= onset[s] for d in below(s)))
+    return frozenset(s for s in onset if not any(onset[d] >= onset[s] and _depends_on(depends, s, d) for d in onset))
 
 
 @dataclass

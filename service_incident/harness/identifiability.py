@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 from msgspec import structs
 
-from ..faults import FAULTS
+from ..faults import DATASTORE_KINDS, FAULTS
 from ..incidents import Distraction, FaultSpec, Incident
 from ..telemetry import Telemetry, View, level
 from ..world import World
@@ -80,7 +80,7 @@ class Episode:
         key = (view, service)
         if key not in self._shapes:
             telemetry = self.telemetry
-            if view == "db" and self.incident.service(service).kind not in ("database", "queue", "cache"):
+            if view == "db" and self.incident.service(service).kind not in DATASTORE_KINDS:
                 text = ""
             elif view == "metrics":
                 metrics = telemetry.metrics(service, 0)

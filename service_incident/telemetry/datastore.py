@@ -63,11 +63,9 @@ def db_query(state: TelemetryState, service: str, step: int) -> str:
     now = clock(world, step)
     for index, fault in enumerate(incident.faults):
         kind = FAULTS[fault.type]
-        strength = world.strengths(step)[index]
-        healed = world.healed_at(index)
-        fixed = healed is not None and healed <= step
+        strength = _acting(world, index, step)
         report = (kind.db_report or {}).get(node.tech) or (kind.db_report or {}).get("*")
-        if fault.service != service or report is None or strength <= 0 or fixed:
+        if fault.service != service or report is None or not strength:
             continue
         # Nothing waits longer than the fault has been building, nor longer than the pods serving now.
         restarted = [clock(world, s) for s in world.restarts(service, step)]
@@ -86,17 +84,21 @@ def db_query(state: TelemetryState, service: str, step: int) -> str:
     return "\n".join([*pushed, *(fill(report, rng, context) for report in reports)])
 
 
+def _acting(world: World, index: int, step: int) -> float:
+    """The strength fault `index` shows with at a step, or 0 once its fix has taken effect."""
+    healed = world.healed_at(index)
+    return 0.0 if healed is not None and healed <= step else max(0.0, world.strengths(step)[index])
+
+
 def _pushed(world: World, service: str, step: int) -> list[tuple[str, dict[str, str]]]:
     """The reports of clients' live faults that send this datastore extra calls, the most calls first,
     with what each names: the client, the table its statements read, its calls a minute now and as
     usual, as the states have them."""
-    incident, strengths = world.incident, world.strengths(step)
-    states = world.states_at(step)
+    incident, states = world.incident, world.states_at(step)
     found: list[tuple[float, str, dict[str, str]]] = []
     for index, fault in enumerate(incident.faults):
-        kind, strength, healed = FAULTS[fault.type], strengths[index], world.healed_at(index)
-        client = fault.service
-        if kind.pushed_report is None or strength <= 0 or (healed is not None and healed <= step):
+        kind, strength, client = FAULTS[fault.type], _acting(world, index, step), fault.service
+        if kind.pushed_report is None or not strength:
             continue
         # Only the dependencies it acts through (its databases) get its extra calls.
         if service not in incident.service(client).depends_on or world.plan.by_name[service].kind != kind.through:

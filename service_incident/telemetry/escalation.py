@@ -28,8 +28,13 @@ PROVIDER_NAMES: Mapping[str, str] = {
 }
 
 
+def provider_name(world: World, service: str) -> str:
+    """What a service's own lines call the outside party it relies on."""
+    return PROVIDER_NAMES.get(world.incident.service(service).kind, PARTNER_NAME)
+
+
 def provider_team(world: World, service: str) -> str:
-    return f"the {PROVIDER_NAMES.get(world.incident.service(service).kind, PARTNER_NAME)}'s support"
+    return f"the {provider_name(world, service)}'s support"
 
 
 def acknowledgement(world: World, service: str, step: int) -> str:

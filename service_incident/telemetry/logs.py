@@ -16,7 +16,7 @@ from ..topology import KINDS, OPERATIONS, PORTS, ROUTINE_BY_TECH
 from ..world import Edge, World, distraction_onset, fault_lead, spread, unit
 from .clock import clock, epoch_ms, format_time, parse_time, stamp_ms
 from .deploys import canary_version, version
-from .escalation import PARTNER_NAME, PROVIDER_NAMES
+from .escalation import provider_name
 from .jobs import job_for, job_lines
 from .phrases import (
     CONFIG_SYNC_MINUTES,
@@ -229,7 +229,7 @@ def line_context(world: World, service: str, step: int, pods: list[Pod]) -> dict
         "maxmemory": f"{4 + int(unit(incident.id, service, 'maxmemory') * 5)}gb",
         "quota": str(100 + 50 * int(unit(incident.id, service, "quota") * 11)),
         "client": client_of(world, service),
-        "provider": PROVIDER_NAMES.get(incident.service(service).kind, PARTNER_NAME),
+        "provider": provider_name(world, service),
         "table": table,
         "other_table": other_table,
         "blocker": blocker_pid(world, service),

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from ...faults import DATASTORE_KINDS
 from ...generator import PRESETS
 from ...models import (
     ACTIONS_BY_NAME,
@@ -36,7 +37,6 @@ ENTRY_TRACES = 2
 # Suspects surveyed per tier, and how many applications among them get a deploy look.
 SUSPECTS = {"easy": 2, "medium": 2, "hard": 3, "expert": 4}
 DEPLOY_LOOKS = 2
-DATASTORES = frozenset({"database", "cache", "queue"})
 # What a fix earns when right (the remediation weight, shared among the roots) and what a remedy
 # that does no good costs (the waste penalty): a fix is tried when its expected gain is positive.
 FIX_WEIGHT = 0.2
@@ -82,7 +82,7 @@ def survey(obs: Observation, tier: str) -> list[Look]:
             looks.append(InspectLogs(target=suspect))
         looks.append(InspectMetrics(target=suspect))
     looks += [RunDbQuery(target=s) for s in ranked if kinds[s] == "database"]
-    looks += [InspectDeploys(target=s) for s in [s for s in ranked if kinds[s] not in DATASTORES][:DEPLOY_LOOKS]]
+    looks += [InspectDeploys(target=s) for s in [s for s in ranked if kinds[s] not in DATASTORE_KINDS][:DEPLOY_LOOKS]]
     return looks
 
 
