@@ -8,11 +8,13 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from ..faults import FailureMode
-from ..world import Edge, Node, ServiceState, World
+from ..world import Edge, ServiceState, World
 from ..world.lognormal import Z99
 from .endpoints import operations, route, routes
 from .jobs import minor_job
@@ -48,11 +50,11 @@ _NO_CONTEXT: dict[str, str] = {}
 _TWO_PI = 2.0 * math.pi  # as random.gauss has it
 
 
-@dataclass(frozen=True, slots=True)
-class _SpanSource:
+# msgspec Structs, not frozen dataclasses: a sample builds dozens of each, and a Struct is built in C.
+class _SpanSource(msgspec.Struct, frozen=True, gc=False):
     """What every span of one service in one sample of traces is drawn from."""
 
-    node: Node
+    edges: tuple[Edge, ...]  # the calls it makes
     operations: tuple[str, ...]
     drawn: tuple[bool, ...]  # whether each operation has parts to draw
     routes: tuple[str, ...]  # each operation's route
@@ -67,8 +69,7 @@ class _SpanSource:
     call_error: float
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(msgspec.Struct, frozen=True):
     """One sampled request through the service: the route it came in on, its duration, status and spans."""
 
     route: str
@@ -156,18 +157,25 @@ def own_mean_ms(state: ServiceState) -> float:
     return state.self_p50_ms * math.exp(own_sigma(state) ** 2 / 2)
 
 
+@cache
+def _operations(kind: str) -> tuple[tuple[str, ...], tuple[bool, ...], tuple[str, ...]]:
+    """A kind's operation templates, whether each has parts to draw, and each one's route."""
+    templates = operations(kind)
+    return templates, tuple("{" in template for template in templates), tuple(map(route, templates))
+
+
 def _span_source(world: World, service: str, states: dict[str, ServiceState]) -> _SpanSource:
     node = world.plan.by_name[service]
     state = states[service]
-    templates = operations(node.kind)
+    templates, drawn, routes_ = _operations(node.kind)
     sigma = own_sigma(state)
     upstream_ok = math.prod(1.0 - share for _, share, _ in state.failing_upstreams)
     own_error = 1.0 - (1.0 - state.error_rate) / max(upstream_ok, 1e-9)
     return _SpanSource(
-        node=node,
+        edges=node.edges,
         operations=templates,
-        drawn=tuple("{" in template for template in templates),
-        routes=tuple(route(template) for template in templates),
+        drawn=drawn,
+        routes=routes_,
         p50_ms=state.self_p50_ms,
         sigma=sigma,
         own_error=max(0.0, own_error),
@@ -222,7 +230,7 @@ def _span_drawer(world: World, states: dict[str, ServiceState], rng: random.Rand
             status = source.minor_failure
             op = source.minor_job
         if depth < TRACE_DEPTH:
-            for child in source.node.edges:
+            for child in source.edges:
                 if random_() >= child.share:
                     continue
                 took, child_status, _ = span(child.dep, depth + 1, spans, child)
