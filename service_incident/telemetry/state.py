@@ -17,6 +17,7 @@ from ..world import World
 
 if TYPE_CHECKING:
     from .look import Look, Scope, View
+    from .metrics import BreakdownShape
     from .pages import AlertHistory, Readings, Watched
     from .pods import Crash, Pod, PodsKey
 
@@ -45,6 +46,7 @@ class TelemetryState:
     releases: dict[tuple[str, str], datetime] = field(default_factory=dict)  # by service and release
     minutes: dict[int, str] = field(default_factory=dict)  # "HH:MM" of each minute a metric point is stamped with
     since: dict[tuple[str, str, int], str] = field(default_factory=dict)
+    breakdowns: dict[str, BreakdownShape] = field(default_factory=dict)  # by service
     rendered: dict[tuple[str, str, int, bool, float, float], Alert] = field(default_factory=dict)
     seen: dict[tuple[View, str, Scope], tuple[object, Look]] = field(default_factory=dict)
     # Built on first use: an episode whose pages another episode rendered never needs them.
