@@ -1,5 +1,5 @@
 """A warm process renders what a cold one does: what the world and telemetry keep between looks and
-between episodes (the states and pages an incident's episodes share, each episode's renderings that
+between episodes (the states, pages and identities an incident's episodes share, each episode's renderings that
 its remedies outdate) changes how fast an observation comes, never a byte of it.
 
 The cold run is a fresh interpreter playing the episodes once; the warm run plays them in this

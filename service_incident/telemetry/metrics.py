@@ -87,7 +87,7 @@ def endpoints(world: World, service: str) -> tuple[str, ...]:
 
 class BreakdownShape(NamedTuple):
     """What a service's breakdown rows are drawn from besides its state: keyed by the incident alone,
-    so worked out once an episode."""
+    so worked out once for every episode of it."""
 
     requests: tuple[tuple[str, bool, float, float], ...]  # route, whether it writes, weight, p99 factor
     total_weight: float
@@ -96,7 +96,7 @@ class BreakdownShape(NamedTuple):
 
 
 def _shape(state: TelemetryState, service: str) -> BreakdownShape:
-    found = state.breakdowns.get(service)
+    found = state.shared.breakdowns.get(service)
     if found is None:
         world = state.world
         iid = world.incident.id
@@ -118,7 +118,7 @@ def _shape(state: TelemetryState, service: str) -> BreakdownShape:
             for job in jobs_of(world, service)
         )
         write_share = sum(w for t, w in zip(templates, weights, strict=True) if t in writes) / total
-        found = state.breakdowns[service] = BreakdownShape(requests, total, write_share, jobs)
+        found = state.shared.breakdowns[service] = BreakdownShape(requests, total, write_share, jobs)
     return found
 
 
@@ -195,9 +195,9 @@ def _point(state: TelemetryState, service: str, minute: int, noise: list[float])
     world = state.world
     service_state = world.states_at(minute)[service]
     p99, error_rate, rps, cpu, memory = noise
-    at = state.minutes.get(minute)
+    at = state.shared.minutes.get(minute)
     if at is None:
-        at = state.minutes[minute] = format_time(clock(world, minute))[11:16]
+        at = state.shared.minutes[minute] = format_time(clock(world, minute))[11:16]
     return MetricPoint(
         at,
         float(round(service_state.p99_ms * (1.0 + METRIC_NOISE * p99))),
