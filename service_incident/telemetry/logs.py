@@ -45,6 +45,8 @@ _KEYED = "*keyed"
 _Group = tuple[list[str], int, int, str]
 # Pods told to stop by name: when, and the pod that replaced them.
 _Stops = dict[str, tuple[int, Pod]]
+# A pod, when it was created (epoch ms) and when its current container started (epoch s).
+_Timed = tuple[Pod, int, int]
 
 
 def logs(state: TelemetryState, service: str, step: int) -> str:
@@ -161,46 +163,53 @@ def _write(
     now = pods(state, service, step)
     context = line_context(world, service, step, now)
     page_ms = epoch_ms(clock(world, 0))
-    by_step: dict[int, tuple[list[Pod], list[Pod], str]] = {step: (now, [], context["version"])}
+    by_step: dict[int, tuple[list[_Timed], list[_Timed], str]] = {step: (_timed(now), [], context["version"])}
+    # A rolling restart's replacements, each from the moment it took over.
+    replacing = [(when, _timed([new])[0]) for when, new in stops.values()]
     rendered = []
     process = _process(node.tech, profile.process)
     for moment_ms, template, who in placed:
         # The pods and the release running when the line was written.
         at = (moment_ms - page_ms) // 60_000
         if at not in by_step:
-            by_step[at] = (pods(state, service, at), [], version(world, service, at))
+            by_step[at] = (_timed(pods(state, service, at)), [], version(world, service, at))
         running, crashing, release = by_step[at]
         if who == _CRASHING and not crashing:
-            crashing.extend(p for p in running if p.restarts)
+            crashing.extend(timed for timed in running if timed[0].restarts)
             if not crashing:
                 continue  # no container had crashed yet then
         pool = crashing if who == _CRASHING else running
         if who in ("", _CRASHING, _KEYED):
             # A pod writes only while it exists: after it was created and before it was told to stop.
             choices = [
-                p
-                for p in pool
-                if stops.get(p.name, (moment_ms + 1,))[0] > moment_ms and epoch_ms(p.created) <= moment_ms
+                timed
+                for timed in pool
+                if timed[1] <= moment_ms and (not stops or stops.get(timed[0].name, (moment_ms + 1,))[0] > moment_ms)
             ]
             if who != _CRASHING:
                 # A rolling restart's replacements serve from the moment each took over.
-                choices += [new for when, new in stops.values() if when <= moment_ms and new not in choices]
+                choices += [new for when, new in replacing if when <= moment_ms and new not in choices]
             elif not choices:
                 continue  # every crashing container had been replaced by then
         else:
-            choices = [p for p in running if p.name == who]
+            choices = [timed for timed in running if timed[0].name == who]
         choices = choices or pool
         if "{canary}" in template:
             # A canary's failures are its own pod's lines: the stable pods never served those requests.
-            choices = [p for p in choices if p.canary] or choices
+            choices = [timed for timed in choices if timed[0].canary] or choices
         draw = unit(iid, service, moment_ms) if who == _KEYED else rng.random()
-        pod = choices[int(draw * len(choices))]
+        pod, _, started_s = choices[int(draw * len(choices))]
         context["version"] = release
         context["endpoint"] = _endpoint(template, profile.endpoints, rng)
-        context["uptime"] = f"{max(0, moment_ms // 1000 - int(pod.started.timestamp())) // 3600}h"
+        context["uptime"] = f"{max(0, moment_ms // 1000 - started_s) // 3600}h"
         level_, _, message = fill(template, rng, context).partition(" ")
         rendered.append(f"{stamp_ms(moment_ms)} {pod.name} {process}[{pod.pid}]: {level_:<5} {message}")
     return "\n".join(rendered)
+
+
+def _timed(running: list[Pod]) -> list[_Timed]:
+    """Pods with the moments every line asks of them, worked out once a view."""
+    return [(pod, epoch_ms(pod.created), int(pod.started.timestamp())) for pod in running]
 
 
 def _config_sync(world: World, service: str) -> tuple[int, int, str]:
