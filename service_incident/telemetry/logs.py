@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
+from copy import copy
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ..faults import FAULTS, FaultType
 from ..herrings import HERRINGS, MINOR_STRENGTH, HerringType, minor_fault
@@ -42,9 +44,11 @@ _CRASHING = "*crashing"
 _KEYED = "*keyed"
 # Lines, the span of the window they are written in, and who writes them (a pod's name, _CRASHING,
 # _KEYED, or "": any pod).
-_Group = tuple[list[str], int, int, str]
+LogGroup = tuple[list[str], int, int, str]
 # Pods told to stop by name: when, and the pod that replaced them.
 _Stops = dict[str, tuple[int, Pod]]
+# What is kept of a view for the incident: its groups of lines, or its lines' context.
+Kept = TypeVar("Kept", list[LogGroup], dict[str, str])
 # A pod, when it was created (epoch ms) and when its current container started (epoch s).
 _Timed = tuple[Pod, int, int]
 
@@ -61,9 +65,14 @@ def logs(state: TelemetryState, service: str, step: int) -> str:
     # Evidence comes in groups: a partial shipper drops lines at random but keeps one of each group.
     # Each group is written within a span of the window (a healed fault's lines stop at its fix, a
     # stopping pod's before it stopped), some only by the pods whose containers crash.
-    groups = _evidence(world, service, step, begin_ms, end_ms)
+    groups = _kept(
+        state, state.shared.evidence, service, step, lambda: _evidence(world, service, step, begin_ms, end_ms)
+    )
     stops = _remedies(state, service, step, end_ms, groups)
-    groups += _side_work(world, service, begin_ms, end_ms)
+    # Side work follows from the incident alone, remedies or not.
+    groups += _kept(
+        state, state.shared.side_work, service, step, lambda: _side_work(world, service, begin_ms, end_ms), True
+    )
     routine = ROUTINE_BY_TECH.get(node.tech, KINDS[node.kind].routine_logs)
     # A service's routine chatter runs at its own rate whatever else it writes: failures add lines,
     # they do not crowd out the others.
@@ -79,10 +88,28 @@ def logs(state: TelemetryState, service: str, step: int) -> str:
     return _write(state, service, step, [(moment, template, who) for moment, _, template, who in placed], stops, rng)
 
 
-def _evidence(world: World, service: str, step: int, begin_ms: int, end_ms: int) -> list[_Group]:
+def _kept(
+    state: TelemetryState,
+    kept: dict[tuple[str, int], Kept],
+    service: str,
+    step: int,
+    render: Callable[[], Kept],
+    always: bool = False,
+) -> Kept:
+    """A copy of what `render` gives for a service at a step, which follows from the incident alone
+    before any remedy (or `always`): kept then, in `kept`, for every episode of the incident."""
+    if state.world.history and not always:
+        return render()
+    found = kept.get((service, step))
+    if found is None:
+        found = kept[(service, step)] = render()
+    return copy(found)
+
+
+def _evidence(world: World, service: str, step: int, begin_ms: int, end_ms: int) -> list[LogGroup]:
     """The lines of what is wrong: the service's own faults, its failing calls, its red herrings."""
     incident = world.incident
-    groups: list[_Group] = []
+    groups: list[LogGroup] = []
     for index, fault in enumerate(incident.faults):
         if fault.service != service:
             continue
@@ -111,7 +138,7 @@ def _evidence(world: World, service: str, step: int, begin_ms: int, end_ms: int)
     return groups
 
 
-def _remedies(state: TelemetryState, service: str, step: int, end_ms: int, groups: list[_Group]) -> _Stops:
+def _remedies(state: TelemetryState, service: str, step: int, end_ms: int, groups: list[LogGroup]) -> _Stops:
     """Add the lines remedies of this minute and the last left, and return the pods a rolling restart
     told to stop."""
     world = state.world
@@ -133,9 +160,9 @@ def _remedies(state: TelemetryState, service: str, step: int, end_ms: int, group
     return stops
 
 
-def _side_work(world: World, service: str, begin_ms: int, end_ms: int) -> list[_Group]:
+def _side_work(world: World, service: str, begin_ms: int, end_ms: int) -> list[LogGroup]:
     """Everyday noise, and the periodic config syncs."""
-    groups: list[_Group] = []
+    groups: list[LogGroup] = []
     for herring in _EVERYDAY:
         # Everyday noise is everyday: any service, at fault or not, shows it at its own keyed rate.
         if unit(world.incident.id, service, herring.name, "everyday") < herring.everyday:
@@ -161,7 +188,7 @@ def _write(
     node = world.plan.by_name[service]
     profile = KINDS[node.kind]
     now = pods(state, service, step)
-    context = line_context(world, service, step, now)
+    context = _kept(state, state.shared.contexts, service, step, lambda: line_context(world, service, step, now))
     page_ms = epoch_ms(clock(world, 0))
     by_step: dict[int, tuple[list[_Timed], list[_Timed], str]] = {step: (_timed(now), [], context["version"])}
     # A rolling restart's replacements, each from the moment it took over.

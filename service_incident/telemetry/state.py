@@ -21,6 +21,7 @@ from ..world import World
 from ..world.steps import INCIDENTS_KEPT
 
 if TYPE_CHECKING:
+    from .logs import LogGroup
     from .look import Look, Scope, View
     from .metrics import BreakdownShape
     from .pages import AlertHistory, Readings, Watched
@@ -37,6 +38,10 @@ class Shared:
     releases: dict[tuple[str, str], datetime] = field(default_factory=dict)  # by service and release
     breakdowns: dict[str, BreakdownShape] = field(default_factory=dict)  # by service
     minutes: dict[int, str] = field(default_factory=dict)  # "HH:MM" of each minute a metric point is stamped with
+    # Of logs views, by service and step: groups of lines (evidence, side work) and what lines name.
+    evidence: dict[tuple[str, int], list[LogGroup]] = field(default_factory=dict)
+    side_work: dict[tuple[str, int], list[LogGroup]] = field(default_factory=dict)
+    contexts: dict[tuple[str, int], dict[str, str]] = field(default_factory=dict)
 
 
 # Every incident's `Shared`, by its encoding: as many incidents as the world keeps states of, the

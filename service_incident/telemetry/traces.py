@@ -194,6 +194,9 @@ def _span_drawer(world: World, states: dict[str, ServiceState], rng: random.Rand
     # What a span of each service is drawn from, worked out once for all the candidates' spans.
     sources: dict[str, _SpanSource] = {}
     random_ = rng.random
+    # The second value of a gaussian pair, which rng.gauss keeps on the rng: kept here instead, since no
+    # other draw of a sample is a gaussian and its rng is new.
+    spare: float | None = None
 
     # One span's every outcome (fault, herring, timeout, retry) in one place: they share the draws' order.
     def span(service: str, depth: int, spans: list[_Span], edge: Edge | None) -> tuple[float, str, str]:  # noqa: C901
@@ -207,14 +210,15 @@ def _span_drawer(world: World, states: dict[str, ServiceState], rng: random.Rand
             op = fill(op, rng, _NO_CONTEXT)
         # rng.gauss(0.0, sigma) written out, its cached second value included: the same draws, without
         # the cost of a call in Python on every span.
-        z = rng.gauss_next
+        nonlocal spare
+        z = spare
         if z is None:
             x2pi = random_() * _TWO_PI
             g2rad = math.sqrt(-2.0 * math.log(1.0 - random_()))
             z = math.cos(x2pi) * g2rad
-            rng.gauss_next = math.sin(x2pi) * g2rad
+            spare = math.sin(x2pi) * g2rad
         else:
-            rng.gauss_next = None
+            spare = None
         total = source.p50_ms * math.exp(z * source.sigma)
         index = len(spans)
         spans.append(_PENDING)
