@@ -173,7 +173,7 @@ def points(state: TelemetryState, wanted: list[tuple[str, int]]) -> list[MetricP
     kept = state.points
     missing = [want for want in wanted if want not in kept]
     if missing:
-        keys = {service: _noise_key(state, service) * WOBBLE_KEY for service, _ in missing}
+        keys = {service: _noise_key(state, service) * WOBBLE_KEY for service in dict.fromkeys(s for s, _ in missing)}
         lanes = [
             keys[service] + wobble_minute(minute) + channel for service, minute in missing for channel in _CHANNEL_KEYS
         ]
