@@ -190,7 +190,7 @@ def _write(
     now = pods(state, service, step)
     context = _kept(state, state.shared.contexts, service, step, lambda: line_context(world, service, step, now))
     page_ms = epoch_ms(clock(world, 0))
-    by_step: dict[int, tuple[list[_Timed], list[_Timed], str]] = {step: (_timed(now), [], context["version"])}
+    by_step: dict[int, tuple[list[_Timed], list[_Timed], str, int]] = {step: _running(now, context["version"])}
     # A rolling restart's replacements, each from the moment it took over.
     replacing = [(when, _timed([new])[0]) for when, new in stops.values()]
     rendered = []
@@ -199,14 +199,16 @@ def _write(
         # The pods and the release running when the line was written.
         at = (moment_ms - page_ms) // 60_000
         if at not in by_step:
-            by_step[at] = (_timed(pods(state, service, at)), [], version(world, service, at))
-        running, crashing, release = by_step[at]
+            by_step[at] = _running(pods(state, service, at), version(world, service, at))
+        running, crashing, release, newest_ms = by_step[at]
         if who == _CRASHING and not crashing:
             crashing.extend(timed for timed in running if timed[0].restarts)
             if not crashing:
                 continue  # no container had crashed yet then
         pool = crashing if who == _CRASHING else running
-        if who in ("", _CRASHING, _KEYED):
+        if who in ("", _CRASHING, _KEYED) and not stops and moment_ms >= newest_ms:
+            choices = pool  # every pod had been created by then, and none was told to stop
+        elif who in ("", _CRASHING, _KEYED):
             # A pod writes only while it exists: after it was created and before it was told to stop.
             choices = [
                 timed
@@ -232,6 +234,13 @@ def _write(
         level_, _, message = fill(template, rng, context).partition(" ")
         rendered.append(f"{stamp_ms(moment_ms)} {pod.name} {process}[{pod.pid}]: {level_:<5} {message}")
     return "\n".join(rendered)
+
+
+def _running(running: list[Pod], release: str) -> tuple[list[_Timed], list[_Timed], str, int]:
+    """The pods running at a step, those of them whose containers crashed (filled when first asked),
+    the release they run, and when the newest of them was created."""
+    timed = _timed(running)
+    return timed, [], release, max((created for _, created, _ in timed), default=0)
 
 
 def _timed(running: list[Pod]) -> list[_Timed]:
