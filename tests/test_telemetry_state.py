@@ -1,5 +1,5 @@
 """A warm process renders what a cold one does: what the world and telemetry keep between looks and
-between episodes (the states and pages an incident's episodes share, each episode's renderings that
+between episodes (the states, pages and identities an incident's episodes share, each episode's renderings that
 its remedies outdate) changes how fast an observation comes, never a byte of it.
 
 The cold run is a fresh interpreter playing the episodes once; the warm run plays them in this
@@ -15,8 +15,10 @@ import sys
 from collections.abc import Callable
 
 import msgspec
+import pytest
 
 from service_incident.environment import ServiceIncidentEnvironment
+from service_incident.faults import FAULTS
 from service_incident.harness.agents import Agent, ExpertAgent
 from service_incident.models import (
     ACTIONS_BY_NAME,
@@ -28,6 +30,8 @@ from service_incident.models import (
     Resolve,
     action_name,
 )
+from service_incident.tasks import TASKS, resolve_incident
+from service_incident.telemetry import state as telemetry_state
 
 # (task, seed, incident): a triage incident, a long root-cause analysis, a generated incident and a
 # task with the status page, so every view, the pages and the dashboard are rendered.
@@ -81,11 +85,14 @@ def transcripts() -> list[list[str]]:
 def test_a_warm_process_renders_what_a_cold_one_does() -> None:
     cold_run = subprocess.run([sys.executable, __file__], capture_output=True, text=True, check=True, timeout=300)
     cold = json.loads(cold_run.stdout)
-    for episode in EPISODES:
+    for task_id, seed, incident_id in EPISODES:
         for other in range(3):
             # The same incident and seed with remedies at other steps: the pages of steps no remedy
             # touched yet are shared, the rest are the episode's own.
-            transcript(*episode, Wanderer(1000 + other))
+            transcript(task_id, seed, incident_id, Wanderer(1000 + other))
+            # The same incident with another seed: what follows from the incident alone (pods, pages,
+            # evidence) is shared whatever the seed, what the seed draws is not.
+            transcript(task_id, seed + 1 + other, incident_id, Wanderer(2000 + other))
     transcripts()
     warm = transcripts()
     assert len(warm) == len(cold) == 2 * len(EPISODES)
@@ -104,6 +111,32 @@ def test_the_episodes_remedy_and_render_every_view() -> None:
             done.add(last["action"])
     assert {action_name(remedy) for remedy in REMEDIATIONS} <= done
     assert {"inspect_logs", "inspect_metrics", "check_health", "inspect_deploys", "inspect_traces"} <= done
+
+
+def _root_logs(task_id: str, seed: int, fix: bool) -> str:
+    """The logs of the incident's first root as an episode sees them the step after it applied the
+    root's fix (or looked at its metrics instead)."""
+    fault = resolve_incident(TASKS[task_id], None, seed, None).faults[0]
+    first = FAULTS[fault.type].fix if fix else "inspect_metrics"
+    env = ServiceIncidentEnvironment()
+    env.reset(task_id=task_id, seed=seed)
+    for name in (first, "inspect_logs"):
+        observation = env.step(msgspec.convert({"action": name, "target": fault.service, "rationale": "-"}, Action))
+        assert observation.last_action_error is None
+    return observation.visible_logs[fault.service]
+
+
+@pytest.mark.parametrize("task_id", ["rca_01", "rca_03", "rca_05"])
+def test_an_episode_shows_nothing_of_a_remedy_another_episode_applied(
+    task_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What episodes of an incident share follows from the incident alone: an episode that fixed the
+    # root leaves another one, which did not, the logs it would see in a process of its own.
+    fixed = _root_logs(task_id, 1, fix=True)
+    unfixed = _root_logs(task_id, 2, fix=False)
+    monkeypatch.setattr(telemetry_state, "_SHARED", {})
+    assert _root_logs(task_id, 2, fix=False) == unfixed
+    assert _root_logs(task_id, 1, fix=True) == fixed
 
 
 if __name__ == "__main__":

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
+from copy import copy
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ..faults import FAULTS, FaultType
 from ..herrings import HERRINGS, MINOR_STRENGTH, HerringType, minor_fault
@@ -42,9 +44,13 @@ _CRASHING = "*crashing"
 _KEYED = "*keyed"
 # Lines, the span of the window they are written in, and who writes them (a pod's name, _CRASHING,
 # _KEYED, or "": any pod).
-_Group = tuple[list[str], int, int, str]
+LogGroup = tuple[list[str], int, int, str]
 # Pods told to stop by name: when, and the pod that replaced them.
 _Stops = dict[str, tuple[int, Pod]]
+# What is kept of a view for the incident: its groups of lines, or its lines' context.
+Kept = TypeVar("Kept", list[LogGroup], dict[str, str])
+# A pod, when it was created (epoch ms) and when its current container started (epoch s).
+_Timed = tuple[Pod, int, int]
 
 
 def logs(state: TelemetryState, service: str, step: int) -> str:
@@ -59,9 +65,14 @@ def logs(state: TelemetryState, service: str, step: int) -> str:
     # Evidence comes in groups: a partial shipper drops lines at random but keeps one of each group.
     # Each group is written within a span of the window (a healed fault's lines stop at its fix, a
     # stopping pod's before it stopped), some only by the pods whose containers crash.
-    groups = _evidence(world, service, step, begin_ms, end_ms)
+    groups = _kept(
+        state, state.shared.evidence, service, step, lambda: _evidence(world, service, step, begin_ms, end_ms)
+    )
     stops = _remedies(state, service, step, end_ms, groups)
-    groups += _side_work(world, service, begin_ms, end_ms)
+    # Side work follows from the incident alone, remedies or not.
+    groups += _kept(
+        state, state.shared.side_work, service, step, lambda: _side_work(world, service, begin_ms, end_ms), True
+    )
     routine = ROUTINE_BY_TECH.get(node.tech, KINDS[node.kind].routine_logs)
     # A service's routine chatter runs at its own rate whatever else it writes: failures add lines,
     # they do not crowd out the others.
@@ -77,10 +88,28 @@ def logs(state: TelemetryState, service: str, step: int) -> str:
     return _write(state, service, step, [(moment, template, who) for moment, _, template, who in placed], stops, rng)
 
 
-def _evidence(world: World, service: str, step: int, begin_ms: int, end_ms: int) -> list[_Group]:
+def _kept(
+    state: TelemetryState,
+    kept: dict[tuple[str, int], Kept],
+    service: str,
+    step: int,
+    render: Callable[[], Kept],
+    always: bool = False,
+) -> Kept:
+    """A copy of what `render` gives for a service at a step, which follows from the incident alone
+    before any remedy (or `always`): kept then, in `kept`, for every episode of the incident."""
+    if state.world.history and not always:
+        return render()
+    found = kept.get((service, step))
+    if found is None:
+        found = kept[(service, step)] = render()
+    return copy(found)
+
+
+def _evidence(world: World, service: str, step: int, begin_ms: int, end_ms: int) -> list[LogGroup]:
     """The lines of what is wrong: the service's own faults, its failing calls, its red herrings."""
     incident = world.incident
-    groups: list[_Group] = []
+    groups: list[LogGroup] = []
     for index, fault in enumerate(incident.faults):
         if fault.service != service:
             continue
@@ -109,7 +138,7 @@ def _evidence(world: World, service: str, step: int, begin_ms: int, end_ms: int)
     return groups
 
 
-def _remedies(state: TelemetryState, service: str, step: int, end_ms: int, groups: list[_Group]) -> _Stops:
+def _remedies(state: TelemetryState, service: str, step: int, end_ms: int, groups: list[LogGroup]) -> _Stops:
     """Add the lines remedies of this minute and the last left, and return the pods a rolling restart
     told to stop."""
     world = state.world
@@ -131,9 +160,9 @@ def _remedies(state: TelemetryState, service: str, step: int, end_ms: int, group
     return stops
 
 
-def _side_work(world: World, service: str, begin_ms: int, end_ms: int) -> list[_Group]:
+def _side_work(world: World, service: str, begin_ms: int, end_ms: int) -> list[LogGroup]:
     """Everyday noise, and the periodic config syncs."""
-    groups: list[_Group] = []
+    groups: list[LogGroup] = []
     for herring in _EVERYDAY:
         # Everyday noise is everyday: any service, at fault or not, shows it at its own keyed rate.
         if unit(world.incident.id, service, herring.name, "everyday") < herring.everyday:
@@ -159,48 +188,64 @@ def _write(
     node = world.plan.by_name[service]
     profile = KINDS[node.kind]
     now = pods(state, service, step)
-    context = line_context(world, service, step, now)
+    context = _kept(state, state.shared.contexts, service, step, lambda: line_context(world, service, step, now))
     page_ms = epoch_ms(clock(world, 0))
-    by_step: dict[int, tuple[list[Pod], list[Pod], str]] = {step: (now, [], context["version"])}
+    by_step: dict[int, tuple[list[_Timed], list[_Timed], str, int]] = {step: _running(now, context["version"])}
+    # A rolling restart's replacements, each from the moment it took over.
+    replacing = [(when, _timed([new])[0]) for when, new in stops.values()]
     rendered = []
     process = _process(node.tech, profile.process)
     for moment_ms, template, who in placed:
         # The pods and the release running when the line was written.
         at = (moment_ms - page_ms) // 60_000
         if at not in by_step:
-            by_step[at] = (pods(state, service, at), [], version(world, service, at))
-        running, crashing, release = by_step[at]
+            by_step[at] = _running(pods(state, service, at), version(world, service, at))
+        running, crashing, release, newest_ms = by_step[at]
         if who == _CRASHING and not crashing:
-            crashing.extend(p for p in running if p.restarts)
+            crashing.extend(timed for timed in running if timed[0].restarts)
             if not crashing:
                 continue  # no container had crashed yet then
         pool = crashing if who == _CRASHING else running
-        if who in ("", _CRASHING, _KEYED):
+        if who in ("", _CRASHING, _KEYED) and not stops and moment_ms >= newest_ms:
+            choices = pool  # every pod had been created by then, and none was told to stop
+        elif who in ("", _CRASHING, _KEYED):
             # A pod writes only while it exists: after it was created and before it was told to stop.
             choices = [
-                p
-                for p in pool
-                if stops.get(p.name, (moment_ms + 1,))[0] > moment_ms and epoch_ms(p.created) <= moment_ms
+                timed
+                for timed in pool
+                if timed[1] <= moment_ms and (not stops or stops.get(timed[0].name, (moment_ms + 1,))[0] > moment_ms)
             ]
             if who != _CRASHING:
                 # A rolling restart's replacements serve from the moment each took over.
-                choices += [new for when, new in stops.values() if when <= moment_ms and new not in choices]
+                choices += [new for when, new in replacing if when <= moment_ms and new not in choices]
             elif not choices:
                 continue  # every crashing container had been replaced by then
         else:
-            choices = [p for p in running if p.name == who]
+            choices = [timed for timed in running if timed[0].name == who]
         choices = choices or pool
         if "{canary}" in template:
             # A canary's failures are its own pod's lines: the stable pods never served those requests.
-            choices = [p for p in choices if p.canary] or choices
+            choices = [timed for timed in choices if timed[0].canary] or choices
         draw = unit(iid, service, moment_ms) if who == _KEYED else rng.random()
-        pod = choices[int(draw * len(choices))]
+        pod, _, started_s = choices[int(draw * len(choices))]
         context["version"] = release
         context["endpoint"] = _endpoint(template, profile.endpoints, rng)
-        context["uptime"] = f"{max(0, moment_ms // 1000 - int(pod.started.timestamp())) // 3600}h"
+        context["uptime"] = f"{max(0, moment_ms // 1000 - started_s) // 3600}h"
         level_, _, message = fill(template, rng, context).partition(" ")
         rendered.append(f"{stamp_ms(moment_ms)} {pod.name} {process}[{pod.pid}]: {level_:<5} {message}")
     return "\n".join(rendered)
+
+
+def _running(running: list[Pod], release: str) -> tuple[list[_Timed], list[_Timed], str, int]:
+    """The pods running at a step, those of them whose containers crashed (filled when first asked),
+    the release they run, and when the newest of them was created."""
+    timed = _timed(running)
+    return timed, [], release, max((created for _, created, _ in timed), default=0)
+
+
+def _timed(running: list[Pod]) -> list[_Timed]:
+    """Pods with the moments every line asks of them, worked out once a view."""
+    return [(pod, epoch_ms(pod.created), int(pod.started.timestamp())) for pod in running]
 
 
 def _config_sync(world: World, service: str) -> tuple[int, int, str]:

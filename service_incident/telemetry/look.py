@@ -12,7 +12,7 @@ from ..world import World
 from . import datastore, deploys, health, logs, metrics, pages, pods, traces
 from .endpoints import routes
 from .pods import Pod
-from .state import TelemetryState
+from .state import TelemetryState, shared
 
 View = Literal["logs", "metrics", "health", "deploys", "db", "traces"]
 
@@ -64,7 +64,7 @@ class Telemetry:
     def __init__(self, world: World, seed: int) -> None:
         self.world = world
         facing = frozenset(spec.name for spec in world.incident.services if spec.user_facing)
-        self.state = TelemetryState(world, seed, facing, pages.shared_pages(world.incident))
+        self.state = TelemetryState(world, seed, facing, shared(world.incident))
 
     def look(self, view: View, service: str, step: int, scope: Scope = WHOLE) -> Look:
         """Render one view of one service now; a view whose inputs did not move since the last look

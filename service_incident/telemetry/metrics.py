@@ -6,13 +6,14 @@ page's summary of them."""
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import msgspec
 
 from ..models import ERRORS_ONLY_FLOOR, EndpointMetrics, MetricPoint, Metrics
 from ..topology import KINDS, OPERATIONS
-from ..world import HISTORY_MINUTES, World, spread, unit, wobbles
+from ..world import HISTORY_MINUTES, World, spread, unit
+from ..world.draws import WOBBLE_CHANNEL, WOBBLE_KEY, mix_lanes, pack, wobble_minute
 from .clock import clock, format_time
 from .endpoints import route
 from .jobs import failing_jobs, jobs_of
@@ -22,8 +23,10 @@ if TYPE_CHECKING:
     from .state import TelemetryState
 
 METRIC_NOISE = 0.03
+_NOISE_LOW, _NOISE_WIDTH = -METRIC_NOISE, METRIC_NOISE - -METRIC_NOISE  # as rng.uniform has them
 # The noise channels of a metric point's signals: p99, error rate, request rate, CPU, memory.
 _POINT_CHANNELS = range(10, 15)
+_CHANNEL_KEYS = tuple(channel * WOBBLE_CHANNEL for channel in _POINT_CHANNELS)
 
 
 def lagged(world: World, step: int) -> int:
@@ -41,8 +44,8 @@ def metrics(state: TelemetryState, service: str, step: int) -> Metrics:
     state.follow()
     world = state.world
     last = lagged(world, step)
-    points = [point(state, service, minute) for minute in range(-HISTORY_MINUTES, last + 1)]
-    now = points[-1]
+    history = points(state, [(service, minute) for minute in range(-HISTORY_MINUTES, last + 1)])
+    now = history[-1]
     service_state = world.states_at(last)[service]
     rng = rng_for(state.seed, world.incident.id, service, "p50", last)
     return Metrics(
@@ -52,7 +55,7 @@ def metrics(state: TelemetryState, service: str, step: int) -> Metrics:
         rps=now.rps,
         cpu_pct=now.cpu_pct,
         memory_pct=now.memory_pct,
-        history=points,
+        history=history,
         endpoints=_breakdown(state, service, last),
     )
 
@@ -82,44 +85,77 @@ def endpoints(world: World, service: str) -> tuple[str, ...]:
     return (*dict.fromkeys(route(t) for t in templates), *(job.name for job in jobs_of(world, service)))
 
 
+class BreakdownShape(NamedTuple):
+    """What a service's breakdown rows are drawn from besides its state: keyed by the incident alone,
+    so worked out once for every episode of it."""
+
+    requests: tuple[tuple[str, bool, float, float], ...]  # route, whether it writes, weight, p99 factor
+    total_weight: float
+    write_share: float  # of the requests, those that write
+    jobs: tuple[tuple[str, float, float, float], ...]  # name, runs per second, p99, share failing when idle
+
+
+def _shape(state: TelemetryState, service: str) -> BreakdownShape:
+    found = state.shared.breakdowns.get(service)
+    if found is None:
+        world = state.world
+        iid = world.incident.id
+        node = world.plan.by_name[service]
+        templates, writes = _templates(node.kind)
+        weights = [spread(0.5, 1.5, iid, service, template, "weight") for template in templates]
+        total = sum(weights)
+        requests = tuple(
+            (route(template), template in writes, weight, spread(0.75, 1.0, iid, service, template, "p99"))
+            for template, weight in zip(templates, weights, strict=True)
+        )
+        jobs = tuple(
+            (
+                job.name,
+                spread(0.05, 1.5, iid, service, job.name, "rate"),
+                spread(300.0, 4000.0, iid, service, job.name, "p99"),
+                node.error_rate * unit(iid, service, job.name, "errors"),
+            )
+            for job in jobs_of(world, service)
+        )
+        write_share = sum(w for t, w in zip(templates, weights, strict=True) if t in writes) / total
+        found = state.shared.breakdowns[service] = BreakdownShape(requests, total, write_share, jobs)
+    return found
+
+
 def _breakdown(state: TelemetryState, service: str, minute: int) -> list[EndpointMetrics]:
     """Each request endpoint's share of the service's requests and how they fare, then each background
     job's runs: the service's own failures on its requests (a refused write on its write endpoints
     alone), a failing job's on that job's row."""
     world = state.world
-    iid = world.incident.id
-    node = world.plan.by_name[service]
     service_state = world.states_at(minute)[service]
-    rng = rng_for(state.seed, iid, service, "breakdown", minute)
-    templates, writes = _templates(node.kind)
-    weights = [spread(0.5, 1.5, iid, service, template, "weight") for template in templates]
-    write_weight = sum(w for t, w in zip(templates, weights, strict=True) if t in writes) / sum(weights)
-    refusing = service_state.mode == "write" and service_state.fault_strength > 0.0 and write_weight > 0.0
+    rng = rng_for(state.seed, world.incident.id, service, "breakdown", minute)
+    shape = _shape(state, service)
+    write_share = shape.write_share
+    refusing = service_state.mode == "write" and service_state.fault_strength > 0.0 and write_share > 0.0
+    error_rate, p99_ms, rps = service_state.error_rate, service_state.p99_ms, service_state.rps
     rows = []
-    for template, weight in zip(templates, weights, strict=True):
-        error = service_state.error_rate
+    for endpoint, writes, weight, p99_factor in shape.requests:
+        error = error_rate
         if refusing:
-            error = min(1.0, error / write_weight) if template in writes else 0.0
-        p99 = service_state.p99_ms * spread(0.75, 1.0, iid, service, template, "p99")
-        rps = service_state.rps * weight / sum(weights)
-        rows.append(_row(rng, route(template), "request", rps, error, p99))
+            error = min(1.0, error / write_share) if writes else 0.0
+        rows.append(_row(rng, endpoint, "request", rps * weight / shape.total_weight, error, p99_ms * p99_factor))
     failing = failing_jobs(world, service, minute)
-    for job in jobs_of(world, service):
-        rps = spread(0.05, 1.5, iid, service, job.name, "rate")
-        p99 = spread(300.0, 4000.0, iid, service, job.name, "p99")
-        error = failing.get(job.name, node.error_rate * unit(iid, service, job.name, "errors"))
-        rows.append(_row(rng, job.name, "job", rps, error, p99))
+    for name, runs, p99, idle_error in shape.jobs:
+        rows.append(_row(rng, name, "job", runs, failing.get(name, idle_error), p99))
     return rows
 
 
 def _row(
     rng: random.Random, endpoint: str, work: Literal["request", "job"], rps: float, error: float, p99: float
 ) -> EndpointMetrics:
-    def noisy(value: float) -> float:
-        return value * (1.0 + rng.uniform(-METRIC_NOISE, METRIC_NOISE))
-
+    # rng.uniform(-METRIC_NOISE, METRIC_NOISE) written out: the same draw, without two calls in Python.
+    random_ = rng.random
     return EndpointMetrics(
-        endpoint, work, float(round(noisy(rps), 2)), significant(min(1.0, noisy(error))), float(round(noisy(p99)))
+        endpoint,
+        work,
+        float(round(rps * (1.0 + (_NOISE_LOW + _NOISE_WIDTH * random_())), 2)),
+        significant(min(1.0, error * (1.0 + (_NOISE_LOW + _NOISE_WIDTH * random_())))),
+        float(round(p99 * (1.0 + (_NOISE_LOW + _NOISE_WIDTH * random_())))),
     )
 
 
@@ -130,38 +166,46 @@ def metrics_text(metrics: Metrics) -> str:
     )
 
 
-def point(state: TelemetryState, service: str, minute: int) -> MetricPoint:
-    """One minute of a service's signals with the episode's measurement noise; kept until a remedy
-    changes that minute (`TelemetryState.follow`)."""
-    found = state.points.get((service, minute))
-    if found is not None:
-        return found
-    world, seed = state.world, state.seed
+def points(state: TelemetryState, wanted: list[tuple[str, int]]) -> list[MetricPoint]:
+    """The signals of each (service, minute) wanted with the episode's measurement noise; each kept
+    until a remedy changes that minute (`TelemetryState.follow`). Those not kept yet have their noise
+    hashed together, on every lane of one integer, as `wobbles` hashes one point's channels."""
+    kept = state.points
+    missing = [want for want in wanted if want not in kept]
+    if missing:
+        keys = {service: _noise_key(state, service) * WOBBLE_KEY for service in dict.fromkeys(s for s, _ in missing)}
+        lanes = [
+            keys[service] + wobble_minute(minute) + channel for service, minute in missing for channel in _CHANNEL_KEYS
+        ]
+        noise = mix_lanes(pack(lanes), len(lanes), 0)
+        width = len(_POINT_CHANNELS)
+        for index, (service, minute) in enumerate(missing):
+            kept[(service, minute)] = _point(state, service, minute, noise[index * width : (index + 1) * width])
+    return [kept[want] for want in wanted]
+
+
+def _noise_key(state: TelemetryState, service: str) -> int:
+    """What a service's metric noise is keyed by in this episode."""
+    seed = state.seed
+    return state.world.plan.by_name[service].key ^ (seed & 0xFFFFFFFF) ^ (seed >> 32 & 0xFFFFFFFF)
+
+
+def _point(state: TelemetryState, service: str, minute: int, noise: list[float]) -> MetricPoint:
+    """One minute of a service's signals, each with its own noise."""
+    world = state.world
     service_state = world.states_at(minute)[service]
-    key = world.plan.by_name[service].key ^ (seed & 0xFFFFFFFF) ^ (seed >> 32 & 0xFFFFFFFF)
-    signals = (
-        service_state.p99_ms,
-        service_state.error_rate,
-        service_state.rps,
-        service_state.cpu_pct,
-        service_state.memory_pct,
-    )
-    noise = wobbles(key, minute, _POINT_CHANNELS)
-    p99, error_rate, rps, cpu, memory = [
-        value * (1.0 + METRIC_NOISE * wobble) for value, wobble in zip(signals, noise, strict=True)
-    ]
-    at = state.minutes.get(minute)
+    p99, error_rate, rps, cpu, memory = noise
+    at = state.shared.minutes.get(minute)
     if at is None:
-        at = state.minutes[minute] = format_time(clock(world, minute))[11:16]
-    found = state.points[(service, minute)] = MetricPoint(
+        at = state.shared.minutes[minute] = format_time(clock(world, minute))[11:16]
+    return MetricPoint(
         at,
-        float(round(p99)),
-        significant(min(1.0, error_rate)),
-        float(round(rps, 1)),
-        round(min(100.0, cpu), 1),
-        round(min(100.0, memory), 1),
+        float(round(service_state.p99_ms * (1.0 + METRIC_NOISE * p99))),
+        significant(min(1.0, service_state.error_rate * (1.0 + METRIC_NOISE * error_rate))),
+        float(round(service_state.rps * (1.0 + METRIC_NOISE * rps), 1)),
+        round(min(100.0, service_state.cpu_pct * (1.0 + METRIC_NOISE * cpu)), 1),
+        round(min(100.0, service_state.memory_pct * (1.0 + METRIC_NOISE * memory)), 1),
     )
-    return found
 
 
 def dashboard(state: TelemetryState, step: int) -> dict[str, str]:
@@ -169,5 +213,9 @@ def dashboard(state: TelemetryState, step: int) -> dict[str, str]:
     included): values, never a verdict such as "degraded" on them."""
     state.follow()
     at = lagged(state.world, step)
-    points = [(spec.name, point(state, spec.name, at)) for spec in state.world.incident.services]
-    return {name: f"p99 {p.p99_ms:.0f} ms, error rate {p.error_rate:.4f}, {p.rps:.1f} req/s" for name, p in points}
+    names = state.world.incident.names
+    shown = points(state, [(name, at) for name in names])
+    return {
+        name: f"p99 {p.p99_ms:.0f} ms, error rate {p.error_rate:.4f}, {p.rps:.1f} req/s"
+        for name, p in zip(names, shown, strict=True)
+    }

@@ -9,10 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
-import msgspec
-
 from ..herrings import HERRINGS
-from ..incidents import Incident
 from ..models import Alert
 from ..world import (
     HISTORY_MINUTES,
@@ -25,7 +22,6 @@ from ..world import (
     spread,
     unit,
 )
-from ..world.steps import incident_store
 from .clock import clock, format_time, parse_time
 from .metrics import lagged, significant
 
@@ -89,19 +85,11 @@ _RULES = {rule.signal: rule for rule in ALERT_RULES}
 # How long before the incident a chronic warning (a stale disk page, a signal over its threshold before
 # anything of the incident began) has been firing, in hours: (least, most).
 CHRONIC_HOURS = (2, 30)
-# Pages of untouched steps, by incident: they follow the incident's states alone, not an episode's
-# seed, so every episode of the incident shares them. As many incidents as the world keeps states of.
-_SHARED: dict[bytes, dict[int, list[Alert]]] = {}
 
 
 def fired(user_facing: bool, state: ServiceState) -> list[tuple[AlertRule, float]]:
     """The rules a service's state trips, with the value each fires on."""
     return [(rule, value) for rule in _WATCHING[user_facing] if (value := rule.value(state)) >= rule.threshold]
-
-
-def shared_pages(incident: Incident) -> dict[int, list[Alert]]:
-    """The pages of an incident's untouched steps, by step, as every episode of it renders them."""
-    return incident_store(_SHARED, msgspec.json.encode(incident))
 
 
 def alerts(state: TelemetryState, step: int) -> list[Alert]:
@@ -110,7 +98,8 @@ def alerts(state: TelemetryState, step: int) -> list[Alert]:
     world = state.world
     at = lagged(world, step)
     # A step no remedy has reached yet is the incident's alone.
-    shared = state.shared_pages if not world.history or at < world.history[0].step else None
+    # Pages of untouched steps follow the incident's states alone, not an episode's seed.
+    shared = state.shared.pages if not world.history or at < world.history[0].step else None
     if shared is not None and at in shared:
         return shared[at]
     now = readings(state, at)

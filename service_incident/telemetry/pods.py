@@ -42,14 +42,19 @@ def pods(state: TelemetryState, service: str, step: int) -> list[Pod]:
     """The pods running a service at a step: a rollout (restart, rollback) replaces them all, a
     scale-up adds new ones, and a crashing container restarts inside its pod with a new PID."""
     history = state.world.history
+    kept = state.pods
     if crash(state, service) is None and not any(e.service == service and e.step <= step for e in history):
-        # Nothing has happened to its pods yet: they are the same at every such step.
+        # Nothing has happened to its pods yet: they are the same at every such step, and in every
+        # episode of the incident.
         key: PodsKey = (service,)
+        kept = state.shared.pods
     else:
         key = (service, step, len(history))
-    found = state.pods.get(key)
+        if not history:
+            kept = state.shared.pods  # no remedy yet: the incident's own
+    found = kept.get(key)
     if found is None:
-        found = state.pods[key] = _new_pods(state, service, step)
+        found = kept[key] = _new_pods(state, service, step)
     return found
 
 
@@ -180,10 +185,10 @@ def _backoff_restarts(seconds: float) -> int:
 
 def released(state: TelemetryState, service: str, release: str) -> datetime:
     """When a release the service runs before any remedy rolled out: the newest deploy listed that
-    shipped it (kept: it precedes every remedy, and every pod of every view asks)."""
-    found = state.releases.get((service, release))
+    shipped it (kept for the incident: it precedes every remedy, and every pod of every view asks)."""
+    found = state.shared.releases.get((service, release))
     if found is None:
         history = deploys(state.world, service, -HISTORY_MINUTES).splitlines()
         entry = next((line for line in history if line.split()[2].rstrip(":") == release), history[0])
-        found = state.releases[(service, release)] = parse_time(entry.partition(" ")[0])
+        found = state.shared.releases[(service, release)] = parse_time(entry.partition(" ")[0])
     return found

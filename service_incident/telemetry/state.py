@@ -4,7 +4,8 @@ episode's `Telemetry` and handed to each view.
 Renderings that follow the world's states at a step (readings, alert histories, pages, metric
 points) are kept by step until a remedy changes the states from its step on: `follow` forgets
 them then, as the world forgets its states. Everything else is keyed by all it depends on and kept
-for the episode."""
+for the episode; what follows from the incident alone (any seed, no remedy applied yet) is kept once
+per incident, in its `Shared`, for every episode of it."""
 
 from __future__ import annotations
 
@@ -12,13 +13,51 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+import msgspec
+
+from ..incidents import Incident
 from ..models import Alert, MetricPoint
 from ..world import World
+from ..world.steps import INCIDENTS_KEPT
 
 if TYPE_CHECKING:
+    from .logs import LogGroup
     from .look import Look, Scope, View
+    from .metrics import BreakdownShape
     from .pages import AlertHistory, Readings, Watched
     from .pods import Crash, Pod, PodsKey
+
+
+@dataclass(slots=True)
+class Shared:
+    """What the telemetry of an incident renders the same in every episode of it: from the incident
+    alone, whatever the seed, before any remedy."""
+
+    pages: dict[int, list[Alert]] = field(default_factory=dict)  # by step, of steps no remedy reached
+    pods: dict[PodsKey, list[Pod]] = field(default_factory=dict)  # of steps no remedy reached (pods.pods)
+    releases: dict[tuple[str, str], datetime] = field(default_factory=dict)  # by service and release
+    breakdowns: dict[str, BreakdownShape] = field(default_factory=dict)  # by service
+    minutes: dict[int, str] = field(default_factory=dict)  # "HH:MM" of each minute a metric point is stamped with
+    # Of logs views, by service and step: groups of lines (evidence, side work) and what lines name.
+    evidence: dict[tuple[str, int], list[LogGroup]] = field(default_factory=dict)
+    side_work: dict[tuple[str, int], list[LogGroup]] = field(default_factory=dict)
+    contexts: dict[tuple[str, int], dict[str, str]] = field(default_factory=dict)
+
+
+# Every incident's `Shared`, by its encoding: as many incidents as the world keeps states of, the
+# oldest dropped first.
+_SHARED: dict[bytes, Shared] = {}
+
+
+def shared(incident: Incident) -> Shared:
+    """What every episode of an incident shares of its telemetry, new and empty for an incident not seen."""
+    key = msgspec.json.encode(incident)
+    found = _SHARED.get(key)
+    if found is None:
+        if len(_SHARED) >= INCIDENTS_KEPT:
+            _SHARED.pop(next(iter(_SHARED)))
+        found = _SHARED[key] = Shared()
+    return found
 
 
 @dataclass(slots=True)
@@ -28,8 +67,7 @@ class TelemetryState:
     world: World
     seed: int
     facing: frozenset[str]  # the user-facing services, listed first on the pager
-    # The incident's pages of steps no remedy reached, shared with every episode of it (pages.shared_pages).
-    shared_pages: dict[int, list[Alert]]
+    shared: Shared  # the incident's, shared with every episode of it
     # Followed states, by step (points by service and minute): forgotten from a remedy's step on.
     readings: dict[int, Readings] = field(default_factory=dict)
     histories: dict[int, AlertHistory] = field(default_factory=dict)
@@ -42,8 +80,6 @@ class TelemetryState:
     # Kept for the episode, keyed by everything they depend on.
     pods: dict[PodsKey, list[Pod]] = field(default_factory=dict)
     crashes: dict[str, Crash | None] = field(default_factory=dict)
-    releases: dict[tuple[str, str], datetime] = field(default_factory=dict)  # by service and release
-    minutes: dict[int, str] = field(default_factory=dict)  # "HH:MM" of each minute a metric point is stamped with
     since: dict[tuple[str, str, int], str] = field(default_factory=dict)
     rendered: dict[tuple[str, str, int, bool, float, float], Alert] = field(default_factory=dict)
     seen: dict[tuple[View, str, Scope], tuple[object, Look]] = field(default_factory=dict)

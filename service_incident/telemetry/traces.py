@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from collections.abc import Callable
+from functools import cache
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from ..faults import FailureMode
-from ..world import Edge, Node, ServiceState, World
+from ..world import Edge, ServiceState, World
 from ..world.lognormal import Z99
 from .endpoints import operations, route, routes
 from .jobs import minor_job
@@ -36,14 +39,24 @@ SPAN_STATUS: dict[FailureMode, str] = {
 }
 # A span: its depth, service, operation, duration in ms, status.
 _Span = tuple[int, str, str, float, str]
+# What a span holds until its children are drawn: nothing reads it before it is replaced.
+_PENDING: _Span = (0, "", "", 0.0, "ok")
+# Draws a span of a service, at a depth, into a request's spans, called over an edge (None at the entry).
+_DrawSpan = Callable[[str, int, list[_Span], Edge | None], tuple[float, str, str]]
+# The statuses of a call the caller gave up on.
+_GAVE_UP = ("timeout", "cancelled")
+# Operation templates name no context fields: every drawn part of one is drawn from the rng.
+_NO_CONTEXT: dict[str, str] = {}
+_TWO_PI = 2.0 * math.pi  # as random.gauss has it
 
 
-@dataclass(frozen=True, slots=True)
-class _SpanSource:
+# msgspec Structs, not frozen dataclasses: a sample builds dozens of each, and a Struct is built in C.
+class _SpanSource(msgspec.Struct, frozen=True, gc=False):
     """What every span of one service in one sample of traces is drawn from."""
 
-    node: Node
+    edges: tuple[Edge, ...]  # the calls it makes
     operations: tuple[str, ...]
+    drawn: tuple[bool, ...]  # whether each operation has parts to draw
     routes: tuple[str, ...]  # each operation's route
     p50_ms: float
     sigma: float
@@ -56,8 +69,7 @@ class _SpanSource:
     call_error: float
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(msgspec.Struct, frozen=True):
     """One sampled request through the service: the route it came in on, its duration, status and spans."""
 
     route: str
@@ -125,14 +137,12 @@ def breakdown(requests: list[Request], endpoints: tuple[str, ...], errors_only: 
 def sample(state: TelemetryState, service: str, step: int) -> list[Request]:
     """The requests through a service the sampler searched at a step, in the order they were drawn."""
     world = state.world
-    states = world.states_at(step)
     rng = rng_for(state.seed, world.incident.id, service, "traces", step)
+    span = _span_drawer(world, world.states_at(step), rng)
     drawn = []
-    # What a span of each service is drawn from, worked out once for all the candidates' spans.
-    sources: dict[str, _SpanSource] = {}
     for _ in range(TRACE_CANDIDATES):
         spans: list[_Span] = []
-        total, status, entry = _span(world, service, states, sources, rng, 0, spans, None)
+        total, status, entry = span(service, 0, spans, None)
         drawn.append(Request(entry, total, status, rng.getrandbits(32), spans))
     return drawn
 
@@ -147,17 +157,25 @@ def own_mean_ms(state: ServiceState) -> float:
     return state.self_p50_ms * math.exp(own_sigma(state) ** 2 / 2)
 
 
+@cache
+def _operations(kind: str) -> tuple[tuple[str, ...], tuple[bool, ...], tuple[str, ...]]:
+    """A kind's operation templates, whether each has parts to draw, and each one's route."""
+    templates = operations(kind)
+    return templates, tuple("{" in template for template in templates), tuple(map(route, templates))
+
+
 def _span_source(world: World, service: str, states: dict[str, ServiceState]) -> _SpanSource:
     node = world.plan.by_name[service]
     state = states[service]
-    templates = operations(node.kind)
+    templates, drawn, routes_ = _operations(node.kind)
     sigma = own_sigma(state)
     upstream_ok = math.prod(1.0 - share for _, share, _ in state.failing_upstreams)
     own_error = 1.0 - (1.0 - state.error_rate) / max(upstream_ok, 1e-9)
     return _SpanSource(
-        node=node,
+        edges=node.edges,
         operations=templates,
-        routes=tuple(route(template) for template in templates),
+        drawn=drawn,
+        routes=routes_,
         p50_ms=state.self_p50_ms,
         sigma=sigma,
         own_error=max(0.0, own_error),
@@ -170,59 +188,76 @@ def _span_source(world: World, service: str, states: dict[str, ServiceState]) ->
     )
 
 
-# One span's every outcome (fault, herring, timeout, retry) in one place: they share the draws' order.
-def _span(  # noqa: C901
-    world: World,
-    service: str,
-    states: dict[str, ServiceState],
-    sources: dict[str, _SpanSource],
-    rng: random.Random,
-    depth: int,
-    spans: list[_Span],
-    edge: Edge | None,
-) -> tuple[float, str, str]:
-    """A span and its children: its duration, its status, and the route of its operation."""
-    source = sources.get(service)
-    if source is None:
-        source = sources[service] = _span_source(world, service, states)
+def _span_drawer(world: World, states: dict[str, ServiceState], rng: random.Random) -> _DrawSpan:  # noqa: C901
+    """What draws a span and its children in one sample: a closure over what every span of the sample
+    shares, since a trace view draws a couple of hundred spans and each call's cost counts."""
+    # What a span of each service is drawn from, worked out once for all the candidates' spans.
+    sources: dict[str, _SpanSource] = {}
     random_ = rng.random
-    choice = int(random_() * len(source.operations))
-    op = fill(source.operations[choice], rng, {})
-    own = source.p50_ms * math.exp(rng.gauss(0.0, source.sigma))
-    index = len(spans)
-    spans.append((depth, service, op, 0.0, "ok"))
-    status = "ok"
-    total = own
-    # One draw for both, so a service without a minor fault samples as it always has.
-    draw = random_()
-    own_error = source.own_error
-    if draw < own_error:
-        status = source.failure
-    elif source.minor_error and edge is None and draw < own_error + source.minor_error * (1.0 - own_error):
-        # A red herring's minor fault fails runs of a background job, which no caller's request waits
-        # on: they show where a trace starts at the service, at that job, never inside a request.
-        status = source.minor_failure
-        op = source.minor_job
-    if depth < TRACE_DEPTH:
-        for child in source.node.edges:
-            if random_() >= child.share:
-                continue
-            took, child_status, _ = _span(world, child.dep, states, sources, rng, depth + 1, spans, child)
-            total += took
-            if child_status != "ok" and status == "ok" and rng.random() < child.weight:
-                # A caller's span shows what it observed of the call, not why the call failed.
-                status = (
-                    "error(upstream timeout)" if child_status in ("timeout", "cancelled") else ("error(upstream error)")
-                )
-    if edge is not None:
-        if total >= edge.deadline_ms:
-            total, status = edge.deadline_ms, "timeout"
-            # The caller gave up: work below it still running is cancelled then, never longer than it.
-            for later in range(index + 1, len(spans)):
-                d, name, op_, ms, _ = spans[later]
-                if ms > total:
-                    spans[later] = (d, name, op_, total, "cancelled")
-        elif status == "ok" and rng.random() < source.call_error:
-            status = "error(500)"
-    spans[index] = (depth, service, op, total, status)
-    return total, status, source.routes[choice]
+    # The second value of a gaussian pair, which rng.gauss keeps on the rng: kept here instead, since no
+    # other draw of a sample is a gaussian and its rng is new.
+    spare: float | None = None
+
+    # One span's every outcome (fault, herring, timeout, retry) in one place: they share the draws' order.
+    def span(service: str, depth: int, spans: list[_Span], edge: Edge | None) -> tuple[float, str, str]:  # noqa: C901
+        """A span and its children: its duration, its status, and the route of its operation."""
+        source = sources.get(service)
+        if source is None:
+            source = sources[service] = _span_source(world, service, states)
+        choice = int(random_() * len(source.operations))
+        op = source.operations[choice]
+        if source.drawn[choice]:
+            op = fill(op, rng, _NO_CONTEXT)
+        # rng.gauss(0.0, sigma) written out, its cached second value included: the same draws, without
+        # the cost of a call in Python on every span.
+        nonlocal spare
+        z = spare
+        if z is None:
+            x2pi = random_() * _TWO_PI
+            g2rad = math.sqrt(-2.0 * math.log(1.0 - random_()))
+            z = math.cos(x2pi) * g2rad
+            spare = math.sin(x2pi) * g2rad
+        else:
+            spare = None
+        total = source.p50_ms * math.exp(z * source.sigma)
+        index = len(spans)
+        spans.append(_PENDING)
+        status = "ok"
+        # One draw for both, so a service without a minor fault samples as it always has.
+        draw = random_()
+        own_error = source.own_error
+        if draw < own_error:
+            status = source.failure
+        elif source.minor_error and edge is None and draw < own_error + source.minor_error * (1.0 - own_error):
+            # A red herring's minor fault fails runs of a background job, which no caller's request waits
+            # on: they show where a trace starts at the service, at that job, never inside a request.
+            status = source.minor_failure
+            op = source.minor_job
+        if depth < TRACE_DEPTH:
+            for child in source.edges:
+                if random_() >= child.share:
+                    continue
+                took, child_status, _ = span(child.dep, depth + 1, spans, child)
+                total += took
+                if child_status != "ok" and status == "ok" and random_() < child.weight:
+                    # A caller's span shows what it observed of the call, not why the call failed.
+                    status = "error(upstream timeout)" if child_status in _GAVE_UP else "error(upstream error)"
+        if edge is not None:
+            if total >= edge.deadline_ms:
+                total, status = edge.deadline_ms, "timeout"
+                _cancel_below(spans, index, total)
+            elif status == "ok" and random_() < source.call_error:
+                status = "error(500)"
+        spans[index] = (depth, service, op, total, status)
+        return total, status, source.routes[choice]
+
+    return span
+
+
+def _cancel_below(spans: list[_Span], index: int, deadline_ms: float) -> None:
+    """The caller of the span at `index` gave up: work below it still running is cancelled then, never
+    longer than it."""
+    for later in range(index + 1, len(spans)):
+        depth, name, op, ms, _ = spans[later]
+        if ms > deadline_ms:
+            spans[later] = (depth, name, op, deadline_ms, "cancelled")
