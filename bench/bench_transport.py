@@ -29,13 +29,13 @@ import textwrap
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from websockets.asyncio.client import connect
 
 from service_incident.client import LocalServer, ServiceIncidentEnv
 from service_incident.environment import ServiceIncidentEnvironment
-from service_incident.models import Action, Declare, InspectLogs, InspectMetrics, Observation
+from service_incident.models import Action, Declare, InspectLogs, InspectMetrics
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -172,7 +172,13 @@ class StockLoad:
 # --- our side -----------------------------------------------------------------------------------
 
 
-def policy(observation: Observation) -> list[Action]:
+class Listed(Protocol):
+    """An observation as the fixed episode reads it: its services (any client's type will do)."""
+
+    services: list[str]
+
+
+def policy(observation: Listed) -> list[Action]:
     """A fixed, full-length episode: look at everything, then declare."""
     services = observation.services
     return [
