@@ -246,8 +246,8 @@ def main() -> None:
         )
     print(
         "\nA call is a step or a reset (an episode's end is followed by a reset at the next turn); the server's"
-        "\nCPU per call is the window's CPU over its calls, the generators' their paced run's. Late: calls sent more than "
-        f"{LATE_S * 1e3:.0f} ms after their schedule."
+        "\nCPU per call is the window's CPU over its calls, the generators' their paced run's. Late: calls"
+        f"\nsent more than {LATE_S * 1e3:.0f} ms after their schedule."
     )
 
 
