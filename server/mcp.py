@@ -221,11 +221,13 @@ def _call_tool(params: dict[str, Any], env_for: EnvResolver) -> dict[str, Any]:
         env = env_for(call.session_id)
     except (msgspec.ValidationError, InvalidAction, UnknownEpisode) as exc:
         raise _Fault(INVALID_PARAMS, f"Invalid params: {exc}") from None
-    payload = step_payload(env.step(action))
+    observation = env.step(action)
+    # The payload is both the text and the structured result: encoded once, its bytes are spliced in as the latter.
+    encoded = encode(step_payload(observation))
     return {
-        "content": [{"type": "text", "text": encode(payload).decode()}],
-        "structuredContent": payload,
-        "isError": payload.observation["last_action_error"] is not None,
+        "content": [{"type": "text", "text": encoded.decode()}],
+        "structuredContent": msgspec.Raw(encoded),
+        "isError": observation.last_action_error is not None,
     }
 
 

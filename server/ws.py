@@ -89,6 +89,7 @@ class SessionEndpoint:
     async def _converse(self, websocket: WebSocket, session: Session) -> tuple[int, str] | None:
         """Answer frames until the peer leaves (None) or the server must close (code, reason)."""
         queued = backlog(websocket.scope)
+        frames = wire.FrameEncoder()  # the socket's frames, each sent once: one encoder keeps their views
         while True:
             message = await websocket.receive()
             if message["type"] == "websocket.disconnect":
@@ -101,7 +102,7 @@ class SessionEndpoint:
             # A frame begun is finished and answered, even while the server drains.
             with anyio.CancelScope(shield=True):
                 try:
-                    reply = await self.answer(session, text)
+                    reply = await self.answer(session, text, frames)
                 except ProtocolError as error:
                     reply = wire.error_text(error)
                     if error.fatal:
@@ -112,8 +113,11 @@ class SessionEndpoint:
                 await websocket.send_text(reply)
             await self.turns.after_frame(queued() if queued else 0)
 
-    async def answer(self, session: Session, text: str) -> str | None:  # noqa: C901 (one case per frame type)
-        """The reply frame to one client frame; None for `close`, which gets no reply.
+    async def answer(  # noqa: C901 (one case per frame type)
+        self, session: Session, text: str, frames: wire.FrameEncoder
+    ) -> str | None:
+        """The reply frame to one client frame, observations encoded by the socket's `frames`; None for
+        `close`, which gets no reply.
 
         A reset or step is saved in the episode log before its reply is sent, so whatever a client
         has seen can be resumed on another socket, in this process or any other sharing the store.
@@ -124,19 +128,19 @@ class SessionEndpoint:
                 case wire.StepMessage(data=data):
                     action = parse_action(bytes(data))
                     if session.episode is None:
-                        return wire.observation_text(session.env.step(action))
+                        return frames.observation_text(session.env.step(action))
                     observation = session.episode.step(action)
                     await self.replayer.save(session.episode)
-                    return wire.observation_text(observation)
+                    return frames.observation_text(observation)
                 case wire.ResetMessage(data=request):
                     previous = session.episode
                     episode_id, session.episode, observation = self.replayer.begin(request, session.owner, session.env)
                     if previous is not None:
                         await self.replayer.drop(previous)
                     await self.replayer.save(session.episode)
-                    return wire.reset_text(observation, episode_id)
+                    return frames.reset_text(observation, episode_id)
                 case wire.ResumeMessage(data=resume):
-                    return await self._resume(session, resume)
+                    return await self._resume(session, resume, frames)
                 case wire.StateMessage():
                     return wire.state_text(session.env.state)
                 case wire.McpMessage(data=request):
@@ -160,7 +164,7 @@ class SessionEndpoint:
             log.exception("environment failed on a %s message", type(message).__name__)
             raise ProtocolError(ErrorCode.EXECUTION_ERROR, f"{type(exc).__name__} in the environment") from None
 
-    async def _resume(self, session: Session, resume: wire.Resume) -> str:
+    async def _resume(self, session: Session, resume: wire.Resume, frames: wire.FrameEncoder) -> str:
         episode = await self.replayer.restore(resume.episode_id, session.owner)
         # The log holds every step the client saw answered, and at most the one whose reply it lost.
         if not resume.steps <= episode.logged <= resume.steps + 1:
@@ -170,7 +174,7 @@ class SessionEndpoint:
         assert episode.last is not None
         session.env.close()
         session.env, session.episode = episode.env, episode
-        return wire.resumed_text(episode.last, episode.logged)
+        return frames.resumed_text(episode.last, episode.logged)
 
 
 async def _close(websocket: WebSocket, code: int, reason: str) -> None:
