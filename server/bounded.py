@@ -120,6 +120,11 @@ class BoundedStore(Generic[V]):
         self._entries.move_to_end(key)
         return entry.value
 
+    def peek(self, key: str) -> V | None:
+        """The value, left as it was used; None if not held."""
+        entry = self._entries.get(key)
+        return entry.value if entry is not None else None
+
     def touch(self, key: str) -> None:
         self.get(key)
 
