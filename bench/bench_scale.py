@@ -16,7 +16,9 @@ It measures, in one run (quote ratios from one run: the machine may be shared):
 (c) resume latency over a WebSocket (connect, resume, reply) at step 5 and at the last step of a
     gen_expert episode, p50 and p99, per store;
 (d) the kill drill: 200 episodes across two processes behind nginx, one killed (SIGKILL) a third of
-    the way and restarted: completed, lost, resumed, and how long the resumed sessions waited.
+    the way and restarted: completed, lost, resumed, and how long the resumed sessions waited;
+(e) HTTP episodes held in the process: server CPU and round trip per `POST /step`, per store
+    (`--http` runs this alone).
 Needs nginx and redis-server (`make scale-services`).
 """
 
@@ -24,9 +26,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import json
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -34,6 +38,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -47,8 +52,9 @@ from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.harness.agents import REFERENCE_AGENTS
 from service_incident.harness.evaluation import evaluate, reference_policy
 from service_incident.harness.records import EpisodeRecord, EpisodeSpec
-from service_incident.models import ResetRequest
+from service_incident.models import InspectLogs, ResetRequest
 from service_incident.server.episode_log import open_log
+from service_incident.server.http_episodes import EpisodeStore
 from service_incident.server.replay import Episode, Replayer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -335,6 +341,112 @@ def kill_drill(redis_url: str, episodes: int) -> dict[str, Any]:
     }
 
 
+# --- (e) HTTP episodes held in the process ------------------------------------------------------------
+
+
+# Connections stepping their own HTTP episode at once, as a server's clients do (so saves may batch).
+HTTP_CONNECTIONS = 8
+
+
+def http_step_cost(server: ServerProcess, steps: int) -> dict[str, float]:
+    """HTTP_CONNECTIONS keep-alive connections, each stepping an episode of its own that is over,
+    where the environment answers at once: what a request costs the server besides the world (HTTP,
+    finding the episode, saving its step). Server CPU per step, and the p50 round trip."""
+
+    def client(seed: int) -> list[float]:
+        connection = http.client.HTTPConnection(server.url[7:], timeout=60)
+        connection.connect()
+        # http.client writes headers and body apart: without this, Nagle meets the delayed ACK (~40 ms).
+        connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def post(path: str, body: bytes, episode_id: str | None = None) -> Any:
+            headers = {"Content-Type": "application/json", **({"Episode-Id": episode_id} if episode_id else {})}
+            connection.request("POST", path, body, headers)
+            response = connection.getresponse()
+            reply = json.loads(response.read())
+            assert response.status == 200, reply
+            return reply
+
+        reset = post("/reset", json.dumps({"task_id": "hard", "seed": seed}).encode())
+        episode_id, look = reset["episode_id"], b'{"action": "inspect_logs", "target": "db"}'
+        while not post("/step", look, episode_id)["done"]:
+            pass
+        ready.wait()
+        round_trips = []
+        for _ in range(steps // HTTP_CONNECTIONS):
+            started = time.perf_counter()
+            post("/step", look, episode_id)
+            round_trips.append(time.perf_counter() - started)
+        connection.close()
+        return round_trips
+
+    ready = threading.Event()
+    with ThreadPoolExecutor(HTTP_CONNECTIONS) as pool:
+        runs = [pool.submit(client, seed) for seed in range(HTTP_CONNECTIONS)]
+        time.sleep(1.0)  # every episode reset and played out
+        before = server_cpu([server])
+        ready.set()
+        round_trips = [t for run in runs for t in run.result()]
+    spent = server_cpu([server]) - before
+    return {"cpu_us": spent / len(round_trips) * 1e6, "p50_us": statistics.median(round_trips) * 1e6}
+
+
+LOOK = InspectLogs(target="db")
+
+
+def held_step_cpu(store: str, steps: int, checked: bool) -> float:
+    """CPU µs of this process per step of CONCURRENT held HTTP episodes that are over (the world
+    answers at once), stepped through the episode store: `checked` reads the log's length first (as
+    a read request does, and as every step did before), else the step reads nothing."""
+
+    async def run() -> float:
+        log = open_log(store, 10**6, 10**6, 3600)
+        episodes = EpisodeStore(Replayer(log, ServiceIncidentEnvironment, None), 10**4, 10**4, 3600, 3600)
+        ids = [(await episodes.start(ResetRequest(task_id="hard", seed=i), "bench"))[0] for i in range(CONCURRENT)]
+        for episode_id in ids:
+            while not (await episodes.step(episode_id, await episodes.get(episode_id, "bench"), LOOK)).done:
+                pass
+
+        async def player(episode_id: str) -> None:
+            for _ in range(steps // CONCURRENT):
+                if checked:
+                    episode = await episodes.get(episode_id, "bench")
+                    episode.step(LOOK)
+                    await episodes.save(episode_id, episode)
+                else:
+                    await episodes.step(episode_id, await episodes.get(episode_id, "bench", stepping=True), LOOK)
+
+        try:
+            started = time.process_time()
+            await asyncio.gather(*(player(episode_id) for episode_id in ids))
+            return (time.process_time() - started) / (steps // CONCURRENT * CONCURRENT) * 1e6
+        finally:
+            await log.aclose()
+
+    return asyncio.run(run())
+
+
+def http_steps_table(sqlite_url: str, redis_url: str, steps: int) -> None:
+    stores = (("memory", "memory"), ("SQLite", sqlite_url), ("Redis", redis_url))
+    print(f"\n## (e) HTTP episodes held in the process, stepped when over (the world answers at once), {steps} steps")
+    print(f"in process: the episode store's CPU per step, {CONCURRENT} episodes at once, best of {ROUNDS} turns")
+    print("| store | held copy checked first µs | not checked µs | saved |\n|---|---|---|---|")
+    for name, store in stores:
+        runs: dict[bool, list[float]] = {True: [], False: []}
+        for _ in range(ROUNDS):
+            for checked in (True, False):
+                runs[checked].append(held_step_cpu(store, steps, checked))
+        first, held = min(runs[True]), min(runs[False])
+        print(f"| {name} | {first:.1f} | {held:.1f} | {first - held:.1f} ({(first - held) / first * 100:.0f}%) |")
+    print(f"in the server: POST /step from {HTTP_CONNECTIONS} keep-alive connections at once")
+    print("| store | server CPU µs/step | round trip p50 µs |\n|---|---|---|")
+    for name, store in stores:
+        with servers(1, {"EPISODE_STORE": store}) as (server,):
+            http_step_cost(server, steps // 10)  # warm up
+            cost = http_step_cost(server, steps)
+        print(f"| {name} | {cost['cpu_us']:.0f} | {cost['p50_us']:.0f} |")
+
+
 def _health(url: str) -> dict[str, Any]:
     return dict(httpx.get(f"{url}/health", timeout=5).json())
 
@@ -347,6 +459,7 @@ def percentile(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: short and small")
+    parser.add_argument("--http", action="store_true", help="only (e), the HTTP episodes")
     args = parser.parse_args()
     seconds, steps, repeats, episodes = (3.0, 500, 5, 60) if args.quick else (15.0, 5000, 40, 200)
     print(f"# bench_scale: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
@@ -354,6 +467,9 @@ def main() -> None:
         redis_url = stack.enter_context(redis_server())
         folder = stack.enter_context(tempfile.TemporaryDirectory())
         sqlite_url = f"sqlite://{folder}/episodes.sqlite3"
+        if args.http:
+            http_steps_table(sqlite_url, redis_url, steps)
+            return
 
         print(f"\n## (a) steps/s, {SESSIONS} sessions of the full environment (hard), {seconds:g} s each")
         print("| server | steps/s | vs 1 process | server CPU µs/step | load generators' CPU µs/step | errors |")
@@ -402,6 +518,8 @@ def main() -> None:
         print("| measure | value |\n|---|---|")
         for key, value in drill.items():
             print(f"| {key} | {value:.1f} |" if isinstance(value, float) else f"| {key} | {value} |")
+
+        http_steps_table(sqlite_url, redis_url, steps)
 
 
 if __name__ == "__main__":
