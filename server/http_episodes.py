@@ -63,7 +63,6 @@ class EpisodeStore:
             what="HTTP episodes",
             clock=clock,
             on_drop=self._evicted.append,
-            finished=lambda episode: episode.env.state.done,
         )
         self.latest: str | None = None
 
@@ -100,10 +99,12 @@ class EpisodeStore:
             if key not in self._cache:  # another request may have restored it meanwhile
                 self._cache.make_room(client)
                 self._cache.add(key, episode, client)
+                self._note_if_over(episode)
                 await self._drop_evicted()
             return self._cache.get(key) or episode
         if self.shared and not stepping:
             await self.replayer.catch_up(episode, episode_id)
+            self._note_if_over(episode)
         return episode
 
     async def step(self, episode_id: str, episode: Episode, action: Action) -> Observation:
@@ -120,6 +121,7 @@ class EpisodeStore:
         return observation
 
     async def save(self, episode_id: str, episode: Episode) -> None:
+        self._note_if_over(episode)
         try:
             await self.replayer.save(episode)
         except Diverged:
@@ -144,6 +146,12 @@ class EpisodeStore:
         else:
             await self._drop_evicted()
         return count
+
+    def _note_if_over(self, episode: Episode) -> None:
+        """An episode over makes way for a newcomer whenever it was last used: the cache learns it ended
+        from whoever ended it (a step, saved next; a replay) rather than asking every episode it holds."""
+        if episode.state.done and self._cache.peek(episode.key) is episode:
+            self._cache.finish(episode.key)
 
     def _forget(self, episode: Episode) -> None:
         """Drop a copy left behind; not the copy that may have replaced it meanwhile."""
