@@ -17,8 +17,10 @@ It measures, in one run (quote ratios from one run: the machine may be shared):
     gen_expert episode, p50 and p99, per store;
 (d) the kill drill: 200 episodes across two processes behind nginx, one killed (SIGKILL) a third of
     the way and restarted: completed, lost, resumed, and how long the resumed sessions waited;
-(e) HTTP episodes held in the process: server CPU and round trip per `POST /step`, per store
-    (`--http` runs this alone).
+(e) HTTP episodes held in the process: what a step costs the episode store when it checks a held
+    copy against the log first and when it does not, and the server's CPU and round trip per
+    `POST /step`, per store (`--http` runs this alone);
+(f) making room in a full bounded store (HTTP episodes, sessions), per open, by entries held.
 Needs nginx and redis-server (`make scale-services`).
 """
 
@@ -53,6 +55,7 @@ from service_incident.harness.agents import REFERENCE_AGENTS
 from service_incident.harness.evaluation import evaluate, reference_policy
 from service_incident.harness.records import EpisodeRecord, EpisodeSpec
 from service_incident.models import InspectLogs, ResetRequest
+from service_incident.server.bounded import BoundedStore
 from service_incident.server.episode_log import open_log
 from service_incident.server.http_episodes import EpisodeStore
 from service_incident.server.replay import Episode, Replayer
@@ -447,6 +450,25 @@ def http_steps_table(sqlite_url: str, redis_url: str, steps: int) -> None:
         print(f"| {name} | {cost['cpu_us']:.0f} | {cost['p50_us']:.0f} |")
 
 
+# --- (f) making room in a full store -------------------------------------------------------------------
+
+STORE_SIZES = (1_000, 10_000, 100_000)
+
+
+def make_room_us(entries: int, opens: int = 2_000, store: type[BoundedStore[int]] = BoundedStore) -> float:
+    """µs per open of a store full of `entries` idle ones, each open evicting the least recently used."""
+    now = [0.0]
+    full = store(capacity=entries, per_owner=entries, idle_timeout_s=3600, live_s=60, what="x", clock=lambda: now[0])
+    for n in range(entries):
+        full.add(str(n), n, str(n % 64))  # room enough: filling it evicts nothing
+    now[0] = 120.0  # every one idle: each open evicts one
+    started = time.perf_counter()
+    for n in range(entries, entries + opens):
+        full.make_room(str(n % 64))
+        full.add(str(n), n, str(n % 64))
+    return (time.perf_counter() - started) / opens * 1e6
+
+
 def _health(url: str) -> dict[str, Any]:
     return dict(httpx.get(f"{url}/health", timeout=5).json())
 
@@ -520,6 +542,10 @@ def main() -> None:
             print(f"| {key} | {value:.1f} |" if isinstance(value, float) else f"| {key} | {value} |")
 
         http_steps_table(sqlite_url, redis_url, steps)
+
+        print("\n## (f) making room in a full store: µs per open, each evicting its least recently used entry")
+        print(f"| entries | {' | '.join(f'{n:,}' for n in STORE_SIZES)} |\n|---|{'---|' * len(STORE_SIZES)}")
+        print(f"| µs per open | {' | '.join(f'{make_room_us(n):.1f}' for n in STORE_SIZES)} |")
 
 
 if __name__ == "__main__":
