@@ -10,14 +10,13 @@ import contextlib
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from scale_support import trace
+from scale_support import disturbing, trace
 
 from service_incident.client import LocalServer
 from service_incident.harness import report
-from service_incident.harness.evaluation import Policy, evaluate, reference_policy
-from service_incident.harness.records import EpisodeSpec, Turn, decode, encode
+from service_incident.harness.evaluation import evaluate, reference_policy
+from service_incident.harness.records import EpisodeSpec, decode, encode
 from service_incident.harness.session import InProcess, WebSocket
-from service_incident.models import Action, Observation
 
 
 class Relay:
@@ -74,20 +73,7 @@ async def test_each_record_counts_the_resumes_of_its_episode_after_a_cut_connect
 ) -> None:
     relay = Relay(upstream)
     expert = reference_policy("expert")
-    answers = 0
-
-    def cutting(spec: EpisodeSpec) -> Policy:
-        policy = expert(spec)
-
-        async def act(observation: Observation) -> Action | Turn:
-            nonlocal answers
-            answers += 1
-            if answers in CUT_AT:
-                relay.cut()  # between two steps: the next one finds its connection gone
-            return await policy(observation)
-
-        return act
-
+    cutting = disturbing(expert, CUT_AT, relay.cut)  # between two steps: the next finds its connection gone
     async with relay.running() as url:
         sessions = WebSocket(url)
         records = await evaluate(cutting, SPECS, agent="expert", sessions=sessions, concurrency=1)
