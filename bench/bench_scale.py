@@ -9,7 +9,9 @@ It measures, in one run (quote ratios from one run: the machine may be shared):
     directly and through nginx (as the Ingress: /ws to the least busy, HTTP hashing on Episode-Id).
     Every row's servers run throughout and the rows take turns, so neighbours weigh on all alike.
     The load comes from two client processes on the same cores; their CPU per step is read with the
-    servers', and from both follows the most a second worker could give on this machine;
+    servers', and from both follows the most a second worker could give on this machine. Beside
+    them, the cores the benchmark's processes had (what a second worker can use is what neighbours
+    leave) and the busiest server process's part of the servers' CPU (50% when two share evenly);
 (b) what the episode log adds per step: in process, the CPU of saves alone (64 episodes saving at
     once, so the stores write in batches) against a step alone; and in the server, row (a)'s
     1-process figures;
@@ -115,37 +117,49 @@ def load(urls: list[str], seconds: float, processes: list[ServerProcess]) -> dic
     try:
         for loader in loaders:
             assert loader.stdout is not None and loader.stdout.readline() == "ready\n", "a load generator failed"
-        before = server_cpu(processes)
+        before = process_cpu(processes)
         for loader in loaders:
             assert loader.stdin is not None
             loader.stdin.write("go\n")
             loader.stdin.flush()
         results = [json.loads(loader.stdout.readline()) for loader in loaders if loader.stdout is not None]
-        spent = server_cpu(processes) - before
+        after = process_cpu(processes)
     finally:
         for loader in loaders:
             loader.communicate(timeout=120)
     steps = max(sum(r["steps"] for r in results), 1)
+    played = max(r["seconds"] for r in results)
+    each = {pid: after[pid] - before.get(pid, 0.0) for pid in after}
+    spent, client = sum(each.values()), sum(r["cpu_s"] for r in results)
     return {
         "steps": steps,
-        "rate": steps / max(r["seconds"] for r in results),
+        "rate": steps / played,
         "errors": sum(r["errors"] for r in results),
         "cpu_us": spent / steps * 1e6,
-        "client_cpu_us": sum(r["cpu_s"] for r in results) / steps * 1e6,
+        "client_cpu_us": client / steps * 1e6,
+        # How much of the machine the benchmark had: what a second worker can use is what is left.
+        "cores_used": (spent + client) / played,
+        # The busiest process's part of the servers' CPU: 0.5 when two share the work evenly.
+        "busiest": max(each.values()) / spent if spent else 0.0,
     }
 
 
-def server_cpu(processes: list[ServerProcess]) -> float:
-    """CPU seconds of the server processes and their children (uvicorn's workers)."""
-    total = 0.0
+def process_cpu(processes: list[ServerProcess]) -> dict[int, float]:
+    """CPU seconds of each server process and of its children (uvicorn's workers), by pid."""
+    spent: dict[int, float] = {}
     for server in processes:
         assert server.process is not None
         pids = [server.process.pid]
         children = Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children")
         if children.exists():
             pids += [int(pid) for pid in children.read_text().split()]
-        total += sum(cpu_s(pid) for pid in pids)
-    return total
+        spent |= {pid: cpu_s(pid) for pid in pids}
+    return spent
+
+
+def server_cpu(processes: list[ServerProcess]) -> float:
+    """CPU seconds of the server processes and their children."""
+    return sum(process_cpu(processes).values())
 
 
 ONE = "1 process (memory store)"
@@ -185,8 +199,10 @@ def _combined(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "steps": steps,
         "rate": steps / sum(run["steps"] / run["rate"] for run in runs),
         "errors": sum(run["errors"] for run in runs),
-        "cpu_us": sum(run["cpu_us"] * run["steps"] for run in runs) / steps,
-        "client_cpu_us": sum(run["client_cpu_us"] * run["steps"] for run in runs) / steps,
+        **{
+            key: sum(run[key] * run["steps"] for run in runs) / steps
+            for key in ("cpu_us", "client_cpu_us", "cores_used", "busiest")
+        },
     }
 
 
@@ -494,13 +510,17 @@ def main() -> None:
             return
 
         print(f"\n## (a) steps/s, {SESSIONS} sessions of the full environment (hard), {seconds:g} s each")
-        print("| server | steps/s | vs 1 process | server CPU µs/step | load generators' CPU µs/step | errors |")
-        print("|---|---|---|---|---|---|")
+        print(
+            "| server | steps/s | vs 1 process | server CPU µs/step | load generators' CPU µs/step "
+            f"| cores used of {os.cpu_count()} | busiest process's CPU | errors |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
         rows = throughput(seconds, sqlite_url, redis_url)
         base = rows[ONE]
         for name, run in rows.items():
             cells = [f"{run['rate']:,.0f}", f"{run['rate'] / base['rate']:.2f}x", f"{run['cpu_us']:.0f}"]
-            print(f"| {name} | {' | '.join(cells)} | {run['client_cpu_us']:.0f} | {run['errors']} |")
+            cells += [f"{run['client_cpu_us']:.0f}", f"{run['cores_used']:.2f}", f"{run['busiest']:.0%}"]
+            print(f"| {name} | {' | '.join(cells)} | {run['errors']} |")
         print(f"\nnginx vs direct: {(rows[PROXIED]['rate'] / rows[DIRECT]['rate'] - 1) * 100:+.1f}%")
         # The most a second worker can give on this machine, were it all the benchmark's: one process
         # is bound by one core (1e6 / s1 steps/s); two workers and the load generators, which run on
