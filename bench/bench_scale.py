@@ -9,14 +9,20 @@ It measures, in one run (quote ratios from one run: the machine may be shared):
     directly and through nginx (as the Ingress: /ws to the least busy, HTTP hashing on Episode-Id).
     Every row's servers run throughout and the rows take turns, so neighbours weigh on all alike.
     The load comes from two client processes on the same cores; their CPU per step is read with the
-    servers', and from both follows the most a second worker could give on this machine;
+    servers', and from both follows the most a second worker could give on this machine. Beside
+    them, the cores the benchmark's processes had (what a second worker can use is what neighbours
+    leave) and the busiest server process's part of the servers' CPU (50% when two share evenly);
 (b) what the episode log adds per step: in process, the CPU of saves alone (64 episodes saving at
     once, so the stores write in batches) against a step alone; and in the server, row (a)'s
     1-process figures;
 (c) resume latency over a WebSocket (connect, resume, reply) at step 5 and at the last step of a
     gen_expert episode, p50 and p99, per store;
 (d) the kill drill: 200 episodes across two processes behind nginx, one killed (SIGKILL) a third of
-    the way and restarted: completed, lost, resumed, and how long the resumed sessions waited.
+    the way and restarted: completed, lost, resumed, and how long the resumed sessions waited;
+(e) HTTP episodes held in the process: what a step costs the episode store when it checks a held
+    copy against the log first and when it does not, and the server's CPU and round trip per
+    `POST /step`, per store (`--http` runs this alone);
+(f) making room in a full bounded store (HTTP episodes, sessions), per open, by entries held.
 Needs nginx and redis-server (`make scale-services`).
 """
 
@@ -24,9 +30,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import json
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -34,6 +42,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -47,8 +56,10 @@ from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.harness.agents import REFERENCE_AGENTS
 from service_incident.harness.evaluation import evaluate, reference_policy
 from service_incident.harness.records import EpisodeRecord, EpisodeSpec
-from service_incident.models import ResetRequest
+from service_incident.models import InspectLogs, ResetRequest
+from service_incident.server.bounded import BoundedStore
 from service_incident.server.episode_log import open_log
+from service_incident.server.http_episodes import EpisodeStore
 from service_incident.server.replay import Episode, Replayer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,37 +117,49 @@ def load(urls: list[str], seconds: float, processes: list[ServerProcess]) -> dic
     try:
         for loader in loaders:
             assert loader.stdout is not None and loader.stdout.readline() == "ready\n", "a load generator failed"
-        before = server_cpu(processes)
+        before = process_cpu(processes)
         for loader in loaders:
             assert loader.stdin is not None
             loader.stdin.write("go\n")
             loader.stdin.flush()
         results = [json.loads(loader.stdout.readline()) for loader in loaders if loader.stdout is not None]
-        spent = server_cpu(processes) - before
+        after = process_cpu(processes)
     finally:
         for loader in loaders:
             loader.communicate(timeout=120)
     steps = max(sum(r["steps"] for r in results), 1)
+    played = max(r["seconds"] for r in results)
+    each = {pid: after[pid] - before.get(pid, 0.0) for pid in after}
+    spent, client = sum(each.values()), sum(r["cpu_s"] for r in results)
     return {
         "steps": steps,
-        "rate": steps / max(r["seconds"] for r in results),
+        "rate": steps / played,
         "errors": sum(r["errors"] for r in results),
         "cpu_us": spent / steps * 1e6,
-        "client_cpu_us": sum(r["cpu_s"] for r in results) / steps * 1e6,
+        "client_cpu_us": client / steps * 1e6,
+        # How much of the machine the benchmark had: what a second worker can use is what is left.
+        "cores_used": (spent + client) / played,
+        # The busiest process's part of the servers' CPU: 0.5 when two share the work evenly.
+        "busiest": max(each.values()) / spent if spent else 0.0,
     }
 
 
-def server_cpu(processes: list[ServerProcess]) -> float:
-    """CPU seconds of the server processes and their children (uvicorn's workers)."""
-    total = 0.0
+def process_cpu(processes: list[ServerProcess]) -> dict[int, float]:
+    """CPU seconds of each server process and of its children (uvicorn's workers), by pid."""
+    spent: dict[int, float] = {}
     for server in processes:
         assert server.process is not None
         pids = [server.process.pid]
         children = Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children")
         if children.exists():
             pids += [int(pid) for pid in children.read_text().split()]
-        total += sum(cpu_s(pid) for pid in pids)
-    return total
+        spent |= {pid: cpu_s(pid) for pid in pids}
+    return spent
+
+
+def server_cpu(processes: list[ServerProcess]) -> float:
+    """CPU seconds of the server processes and their children."""
+    return sum(process_cpu(processes).values())
 
 
 ONE = "1 process (memory store)"
@@ -176,8 +199,10 @@ def _combined(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "steps": steps,
         "rate": steps / sum(run["steps"] / run["rate"] for run in runs),
         "errors": sum(run["errors"] for run in runs),
-        "cpu_us": sum(run["cpu_us"] * run["steps"] for run in runs) / steps,
-        "client_cpu_us": sum(run["client_cpu_us"] * run["steps"] for run in runs) / steps,
+        **{
+            key: sum(run[key] * run["steps"] for run in runs) / steps
+            for key in ("cpu_us", "client_cpu_us", "cores_used", "busiest")
+        },
     }
 
 
@@ -335,6 +360,131 @@ def kill_drill(redis_url: str, episodes: int) -> dict[str, Any]:
     }
 
 
+# --- (e) HTTP episodes held in the process ------------------------------------------------------------
+
+
+# Connections stepping their own HTTP episode at once, as a server's clients do (so saves may batch).
+HTTP_CONNECTIONS = 8
+
+
+def http_step_cost(server: ServerProcess, steps: int) -> dict[str, float]:
+    """HTTP_CONNECTIONS keep-alive connections, each stepping an episode of its own that is over,
+    where the environment answers at once: what a request costs the server besides the world (HTTP,
+    finding the episode, saving its step). Server CPU per step, and the p50 round trip."""
+
+    def client(seed: int) -> list[float]:
+        connection = http.client.HTTPConnection(server.url[7:], timeout=60)
+        connection.connect()
+        # http.client writes headers and body apart: without this, Nagle meets the delayed ACK (~40 ms).
+        connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def post(path: str, body: bytes, episode_id: str | None = None) -> Any:
+            headers = {"Content-Type": "application/json", **({"Episode-Id": episode_id} if episode_id else {})}
+            connection.request("POST", path, body, headers)
+            response = connection.getresponse()
+            reply = json.loads(response.read())
+            assert response.status == 200, reply
+            return reply
+
+        reset = post("/reset", json.dumps({"task_id": "hard", "seed": seed}).encode())
+        episode_id, look = reset["episode_id"], b'{"action": "inspect_logs", "target": "db"}'
+        while not post("/step", look, episode_id)["done"]:
+            pass
+        ready.wait()
+        round_trips = []
+        for _ in range(steps // HTTP_CONNECTIONS):
+            started = time.perf_counter()
+            post("/step", look, episode_id)
+            round_trips.append(time.perf_counter() - started)
+        connection.close()
+        return round_trips
+
+    ready = threading.Event()
+    with ThreadPoolExecutor(HTTP_CONNECTIONS) as pool:
+        runs = [pool.submit(client, seed) for seed in range(HTTP_CONNECTIONS)]
+        time.sleep(1.0)  # every episode reset and played out
+        before = server_cpu([server])
+        ready.set()
+        round_trips = [t for run in runs for t in run.result()]
+    spent = server_cpu([server]) - before
+    return {"cpu_us": spent / len(round_trips) * 1e6, "p50_us": statistics.median(round_trips) * 1e6}
+
+
+LOOK = InspectLogs(target="db")
+
+
+def held_step_cpu(store: str, steps: int, checked: bool) -> float:
+    """CPU µs of this process per step of CONCURRENT held HTTP episodes that are over (the world
+    answers at once), stepped through the episode store: `checked` reads the log's length first (as
+    a read request does, and as every step did before), else the step reads nothing."""
+
+    async def run() -> float:
+        log = open_log(store, 10**6, 10**6, 3600)
+        episodes = EpisodeStore(Replayer(log, ServiceIncidentEnvironment, None), 10**4, 10**4, 3600, 3600)
+        ids = [(await episodes.start(ResetRequest(task_id="hard", seed=i), "bench"))[0] for i in range(CONCURRENT)]
+        for episode_id in ids:
+            while not (await episodes.step(episode_id, await episodes.get(episode_id, "bench"), LOOK)).done:
+                pass
+
+        async def player(episode_id: str) -> None:
+            for _ in range(steps // CONCURRENT):
+                if checked:
+                    episode = await episodes.get(episode_id, "bench")
+                    episode.step(LOOK)
+                    await episodes.save(episode_id, episode)
+                else:
+                    await episodes.step(episode_id, await episodes.get(episode_id, "bench", stepping=True), LOOK)
+
+        try:
+            started = time.process_time()
+            await asyncio.gather(*(player(episode_id) for episode_id in ids))
+            return (time.process_time() - started) / (steps // CONCURRENT * CONCURRENT) * 1e6
+        finally:
+            await log.aclose()
+
+    return asyncio.run(run())
+
+
+def http_steps_table(sqlite_url: str, redis_url: str, steps: int) -> None:
+    stores = (("memory", "memory"), ("SQLite", sqlite_url), ("Redis", redis_url))
+    print(f"\n## (e) HTTP episodes held in the process, stepped when over (the world answers at once), {steps} steps")
+    print(f"in process: the episode store's CPU per step, {CONCURRENT} episodes at once, best of {ROUNDS} turns")
+    print("| store | held copy checked first µs | not checked µs | saved |\n|---|---|---|---|")
+    for name, store in stores:
+        runs: dict[bool, list[float]] = {True: [], False: []}
+        for _ in range(ROUNDS):
+            for checked in (True, False):
+                runs[checked].append(held_step_cpu(store, steps, checked))
+        first, held = min(runs[True]), min(runs[False])
+        print(f"| {name} | {first:.1f} | {held:.1f} | {first - held:.1f} ({(first - held) / first * 100:.0f}%) |")
+    print(f"in the server: POST /step from {HTTP_CONNECTIONS} keep-alive connections at once")
+    print("| store | server CPU µs/step | round trip p50 µs |\n|---|---|---|")
+    for name, store in stores:
+        with servers(1, {"EPISODE_STORE": store}) as (server,):
+            http_step_cost(server, steps // 10)  # warm up
+            cost = http_step_cost(server, steps)
+        print(f"| {name} | {cost['cpu_us']:.0f} | {cost['p50_us']:.0f} |")
+
+
+# --- (f) making room in a full store -------------------------------------------------------------------
+
+STORE_SIZES = (1_000, 10_000, 100_000)
+
+
+def make_room_us(entries: int, opens: int = 2_000, store: type[BoundedStore[int]] = BoundedStore) -> float:
+    """µs per open of a store full of `entries` idle ones, each open evicting the least recently used."""
+    now = [0.0]
+    full = store(capacity=entries, per_owner=entries, idle_timeout_s=3600, live_s=60, what="x", clock=lambda: now[0])
+    for n in range(entries):
+        full.add(str(n), n, str(n % 64))  # room enough: filling it evicts nothing
+    now[0] = 120.0  # every one idle: each open evicts one
+    started = time.perf_counter()
+    for n in range(entries, entries + opens):
+        full.make_room(str(n % 64))
+        full.add(str(n), n, str(n % 64))
+    return (time.perf_counter() - started) / opens * 1e6
+
+
 def _health(url: str) -> dict[str, Any]:
     return dict(httpx.get(f"{url}/health", timeout=5).json())
 
@@ -347,6 +497,7 @@ def percentile(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: short and small")
+    parser.add_argument("--http", action="store_true", help="only (e), the HTTP episodes")
     args = parser.parse_args()
     seconds, steps, repeats, episodes = (3.0, 500, 5, 60) if args.quick else (15.0, 5000, 40, 200)
     print(f"# bench_scale: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
@@ -354,15 +505,22 @@ def main() -> None:
         redis_url = stack.enter_context(redis_server())
         folder = stack.enter_context(tempfile.TemporaryDirectory())
         sqlite_url = f"sqlite://{folder}/episodes.sqlite3"
+        if args.http:
+            http_steps_table(sqlite_url, redis_url, steps)
+            return
 
         print(f"\n## (a) steps/s, {SESSIONS} sessions of the full environment (hard), {seconds:g} s each")
-        print("| server | steps/s | vs 1 process | server CPU µs/step | load generators' CPU µs/step | errors |")
-        print("|---|---|---|---|---|---|")
+        print(
+            "| server | steps/s | vs 1 process | server CPU µs/step | load generators' CPU µs/step "
+            f"| cores used of {os.cpu_count()} | busiest process's CPU | errors |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
         rows = throughput(seconds, sqlite_url, redis_url)
         base = rows[ONE]
         for name, run in rows.items():
             cells = [f"{run['rate']:,.0f}", f"{run['rate'] / base['rate']:.2f}x", f"{run['cpu_us']:.0f}"]
-            print(f"| {name} | {' | '.join(cells)} | {run['client_cpu_us']:.0f} | {run['errors']} |")
+            cells += [f"{run['client_cpu_us']:.0f}", f"{run['cores_used']:.2f}", f"{run['busiest']:.0%}"]
+            print(f"| {name} | {' | '.join(cells)} | {run['errors']} |")
         print(f"\nnginx vs direct: {(rows[PROXIED]['rate'] / rows[DIRECT]['rate'] - 1) * 100:+.1f}%")
         # The most a second worker can give on this machine, were it all the benchmark's: one process
         # is bound by one core (1e6 / s1 steps/s); two workers and the load generators, which run on
@@ -402,6 +560,12 @@ def main() -> None:
         print("| measure | value |\n|---|---|")
         for key, value in drill.items():
             print(f"| {key} | {value:.1f} |" if isinstance(value, float) else f"| {key} | {value} |")
+
+        http_steps_table(sqlite_url, redis_url, steps)
+
+        print("\n## (f) making room in a full store: µs per open, each evicting its least recently used entry")
+        print(f"| entries | {' | '.join(f'{n:,}' for n in STORE_SIZES)} |\n|---|{'---|' * len(STORE_SIZES)}")
+        print(f"| µs per open | {' | '.join(f'{make_room_us(n):.1f}' for n in STORE_SIZES)} |")
 
 
 if __name__ == "__main__":

@@ -154,10 +154,11 @@ class HttpApi:
 
     async def step(self, request: Request) -> Response:
         action, options = parse_step(await request.body())
-        episode_id, episode = await self._episode(request, options.episode_id or self._header(request))
-        observation = episode.step(action)
+        episode_id, episode = await self._episode(request, options.episode_id or self._header(request), stepping=True)
         if episode_id is not None and isinstance(episode, Episode):
-            await self.episodes.save(episode_id, episode)
+            observation = await self.episodes.step(episode_id, episode, action)
+        else:
+            observation = episode.step(action)
         return self._observation(episode_id, observation)
 
     async def state(self, request: Request) -> Response:
@@ -214,7 +215,7 @@ class HttpApi:
         return request.headers.get(EPISODE_HEADER)
 
     async def _episode(
-        self, request: Request, episode_id: str | None
+        self, request: Request, episode_id: str | None, stepping: bool = False
     ) -> tuple[str | None, Episode | ServiceIncidentEnvironment]:
         """The named episode; without a name, the latest one if the policy allows, else a 400.
 
@@ -224,13 +225,13 @@ class HttpApi:
         if episode_id is not None:
             if not valid_episode_id(episode_id):
                 raise invalid("Invalid episode id", f"must be {EPISODE_ID_RULE} - at `$.episode_id`")
-            return episode_id, await self.episodes.get(episode_id, _client(request))
+            return episode_id, await self.episodes.get(episode_id, _client(request), stepping=stepping)
         if not self.implicit(request):
             raise HTTPException(400, f"name the episode: send the {EPISODE_HEADER} header with the id /reset returned")
         latest = self.episodes.latest
         if latest is None:
             return None, ServiceIncidentEnvironment()
-        return latest, await self.episodes.get(latest, _client(request))
+        return latest, await self.episodes.get(latest, _client(request), stepping=stepping)
 
     def _observation(self, episode_id: str | None, observation: Observation) -> Response:
         return self._json(http_step_payload(observation, episode_id), episode_id)

@@ -7,15 +7,22 @@ by that id. A client-chosen `episode_id` in the reset request names the episode 
 metadata only, so it can never take over an episode someone else started.
 
 Every episode is logged (replay.py), so a request may reach any process sharing the store: the
-episode is cached where it lives (and caught up with its log when the store is shared) and
-replayed where it does not. The cache is bounded like every store (bounded.py): in idle time, per
-client (its resets past the bound evict its own oldest) and in size (an idle episode makes way, a
-live one of another client never does: the reset is refused with 503 saying whose bound is full).
+episode is cached where it lives and replayed where it does not. A step of an episode held here
+reads nothing from the store: its save writes only where the log ends where this copy's does, so a
+copy left behind (another process stepped the episode meanwhile) learns so from its write, is
+replaced by the episode taken over from its log, and takes the step there. A request that writes
+nothing (state, grade, MCP's calls) checks a held copy against the log's length first. The cache is
+bounded like every store (bounded.py): in idle time, per client (its resets past the bound evict
+its own oldest) and in size (an idle episode makes way, a live one of another client never does:
+the reset is refused with 503 saying whose bound is full).
 
 For code that keeps HTTP episodes (the routes here, MCP's session methods):
     episode_id, observation = await store.start(request, client)   # InvalidReset propagates
     episode = await store.get(episode_id, client)                 # UnknownEpisode if not (any longer) held
     observation = episode.step(action); await store.save(episode_id, episode)
+    # or, for a step alone, without reading the store beforehand:
+    episode = await store.get(episode_id, client, stepping=True)
+    observation = await store.step(episode_id, episode, action)
     await store.close(episode_id)
 `store.latest` is the episode most recently started here, for a server that lets requests without
 an id continue it (loopback only); a failed start clears it.
@@ -25,7 +32,7 @@ from __future__ import annotations
 
 import time
 
-from service_incident.models import Observation, ResetRequest
+from service_incident.models import Action, Observation, ResetRequest
 
 from .bounded import BoundedStore, Clock
 from .episode_log import MemoryLog
@@ -56,7 +63,6 @@ class EpisodeStore:
             what="HTTP episodes",
             clock=clock,
             on_drop=self._evicted.append,
-            finished=lambda episode: episode.env.state.done,
         )
         self.latest: str | None = None
 
@@ -81,7 +87,11 @@ class EpisodeStore:
         self.latest = episode_id
         return episode_id, observation
 
-    async def get(self, episode_id: str, client: str) -> Episode:
+    async def get(self, episode_id: str, client: str, *, stepping: bool = False) -> Episode:
+        """The episode, held here or taken over from the log; UnknownEpisode if the store has it no more.
+
+        A copy held here is checked against a shared log, unless the request only `step`s it.
+        """
         key = log_key(episode_id)
         episode = self._cache.get(key)
         if episode is None:
@@ -89,17 +99,33 @@ class EpisodeStore:
             if key not in self._cache:  # another request may have restored it meanwhile
                 self._cache.make_room(client)
                 self._cache.add(key, episode, client)
+                self._note_if_over(episode)
                 await self._drop_evicted()
             return self._cache.get(key) or episode
-        if self.shared:
+        if self.shared and not stepping:
             await self.replayer.catch_up(episode, episode_id)
+            self._note_if_over(episode)
         return episode
 
+    async def step(self, episode_id: str, episode: Episode, action: Action) -> Observation:
+        """Take `action` and save it. A copy another process has stepped past is dropped when its save
+        finds the log longer, and the step is taken on the episode taken over from the log instead;
+        Diverged only if yet another step lands elsewhere in between."""
+        observation = episode.step(action)
+        try:
+            await self.save(episode_id, episode)
+        except Diverged:
+            episode = await self.get(episode_id, episode.owner)
+            observation = episode.step(action)
+            await self.save(episode_id, episode)
+        return observation
+
     async def save(self, episode_id: str, episode: Episode) -> None:
+        self._note_if_over(episode)
         try:
             await self.replayer.save(episode)
         except Diverged:
-            self._forget(log_key(episode_id))
+            self._forget(episode)
             raise
 
     async def close(self, episode_id: str) -> bool:
@@ -121,8 +147,16 @@ class EpisodeStore:
             await self._drop_evicted()
         return count
 
-    def _forget(self, key: str) -> None:
-        self._cache.pop(key)
+    def _note_if_over(self, episode: Episode) -> None:
+        """An episode over makes way for a newcomer whenever it was last used: the cache learns it ended
+        from whoever ended it (a step, saved next; a replay) rather than asking every episode it holds."""
+        if episode.state.done and self._cache.peek(episode.key) is episode:
+            self._cache.finish(episode.key)
+
+    def _forget(self, episode: Episode) -> None:
+        """Drop a copy left behind; not the copy that may have replaced it meanwhile."""
+        if self._cache.peek(episode.key) is episode:
+            self._cache.pop(episode.key)
         self._forget_evicted()
 
     def _forget_evicted(self) -> None:

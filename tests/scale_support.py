@@ -1,6 +1,7 @@
 """Real parts for the scale-out tests and benchmark: a redis-server, server processes that can be
 killed and restarted on their port, and an nginx in front of them, each on free 127.0.0.1 ports with
-its files in a temporary folder; and an episode's trace, to compare runs by."""
+its files in a temporary folder; an episode's trace, to compare runs by; and policies that disturb
+the run at chosen moments."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,9 @@ from typing import Any
 import httpx
 import msgspec
 
-from service_incident.harness.records import EpisodeRecord
+from service_incident.harness.evaluation import Policy, PolicyFactory
+from service_incident.harness.records import EpisodeRecord, EpisodeSpec, Turn
+from service_incident.models import Action, Observation
 
 START_S = 120.0  # a loaded machine takes a while to import the server
 
@@ -195,3 +198,23 @@ def trace(record: EpisodeRecord) -> bytes:
 
     steps = [(step.action_text, shown(step.observation)) for step in record.trace]
     return msgspec.json.encode([shown(record.reset), steps, record.score, record.failure])
+
+
+def disturbing(policy_for: PolicyFactory, at: Collection[int], disturb: Callable[[], None]) -> PolicyFactory:
+    """`policy_for`'s policies, calling `disturb()` as the run's answers numbered `at` (from 1, over
+    every episode) are asked for: before the step they answer goes out."""
+    answers = 0
+
+    def factory(spec: EpisodeSpec) -> Policy:
+        policy = policy_for(spec)
+
+        async def act(observation: Observation) -> Action | Turn:
+            nonlocal answers
+            answers += 1
+            if answers in at:
+                disturb()
+            return await policy(observation)
+
+        return act
+
+    return factory

@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-from scale_support import trace
+from scale_support import disturbing, trace
 from serving import eventually
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -37,10 +37,10 @@ from service_incident.client import (
     ServiceIncidentEnv,
     SessionClosed,
 )
-from service_incident.harness.evaluation import Policy, evaluate, reference_policy
-from service_incident.harness.records import EpisodeSpec, Turn
+from service_incident.harness.evaluation import evaluate, reference_policy
+from service_incident.harness.records import EpisodeSpec
 from service_incident.harness.session import InProcess, WebSocket
-from service_incident.models import Action, InspectLogs, Observation
+from service_incident.models import InspectLogs
 
 LOOK = InspectLogs(target="db")
 FAST = 0.25  # a call that fails fast takes a small share of this, however loaded the machine
@@ -276,25 +276,16 @@ async def test_an_evaluation_resumes_an_episode_whose_reply_came_too_late(frozen
     url, freeze = frozen
     specs = [EpisodeSpec(name=f"hard-{seed}", task_id="hard", incident_id=None, seed=seed) for seed in range(3)]
     expert = reference_policy("expert")
-    answers = 0
 
-    def freezing_once(spec: EpisodeSpec) -> Policy:
-        policy = expert(spec)
+    def freeze_awhile() -> None:
+        freeze(True)
+        threading.Timer(2.5, freeze, (False,)).start()
 
-        async def act(observation: Observation) -> Action | Turn:
-            nonlocal answers
-            answers += 1
-            if answers == 3:
-                freeze(True)
-                threading.Timer(2.5, freeze, (False,)).start()
-            return await policy(observation)
-
-        return act
-
+    freezing_once = disturbing(expert, {3}, freeze_awhile)
     sessions = WebSocket(url, message_timeout_s=1.0)
     records = await evaluate(freezing_once, specs, sessions=sessions, concurrency=1)
     undisturbed = await evaluate(expert, specs, sessions=InProcess())
-    assert sessions.resumes >= 1
+    assert sessions.resumes >= 1 and sum(r.resumes for r in records) == sessions.resumes
     assert [r.failure for r in records] == [None] * len(specs)
     assert [trace(r) for r in records] == [trace(r) for r in undisturbed]
 

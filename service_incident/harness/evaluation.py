@@ -139,7 +139,10 @@ async def _play_all(
             started = time.perf_counter()
             try:
                 async with sessions.open() as session:
-                    await play(session, policy_for(spec), spec, record)
+                    try:
+                        await play(session, policy_for(spec), spec, record)
+                    finally:
+                        record.resumes = getattr(session, "resumes", 0)
             except Exception as exc:  # the environment failed this episode; the others go on
                 if not record.graded:  # a session that fails to close after the grade changes nothing
                     _fail(record, "lost" if getattr(exc, "episode_lost", False) else "environment", exc)

@@ -90,6 +90,9 @@ class EpisodeRecord(Struct, kw_only=True):
     # Why the episode ended without a grade, and whose failure that was.
     error: str | None = None
     failure: Failure | None = None
+    # Times the episode's session was lost (a connection cut, a server going away, a reply too
+    # late) and carried on from the server's episode log.
+    resumes: int = 0
     reset: Observation | None = None
     trace: list[StepRecord] = []
 

@@ -187,6 +187,8 @@ def markdown(
     out += ["", "## Score parts", "", *parts_table(by_task)]
     if any(not r.counted for r in records):
         out += ["", "## Not counted", "", *not_counted(records)]
+    if any(r.resumes for r in records):
+        out += ["", "## Resumed", "", *resumed(records)]
     out += ["", *replay_section(records, episodes_file)]
     return "\n".join(out) + "\n"
 
@@ -252,6 +254,30 @@ def not_counted(records: Sequence[EpisodeRecord]) -> list[str]:
     ]
 
 
+RESUMED_LISTED = 10
+
+
+def resumed(records: Sequence[EpisodeRecord]) -> list[str]:
+    """Per agent, the episodes whose session was lost and carried on from the server's log, and how
+    often: each is counted as it ended, like any other."""
+    lines = [
+        "Episodes whose session was lost (a connection cut, a server going away, a reply too late) and "
+        "carried on from the server's episode log, counted as they ended:",
+        "",
+    ]
+    for name, rs in group(records, _agent).items():
+        again = [r for r in rs if r.resumes]
+        if again:
+            listed = ", ".join(f"{r.name} ({r.resumes})" for r in again[:RESUMED_LISTED])
+            more = f" and {len(again) - RESUMED_LISTED} more" if len(again) > RESUMED_LISTED else ""
+            lines.append(f"- {name}: {_resumes(again)}: {listed}{more}")
+    return lines
+
+
+def _resumes(records: Sequence[EpisodeRecord]) -> str:
+    return f"{len(records)} episode(s) resumed, {sum(r.resumes for r in records)} resume(s) in all"
+
+
 REPLAYED_WORST = 5
 
 
@@ -301,5 +327,7 @@ def summary_text(records: Sequence[EpisodeRecord]) -> str:
         )
         if s.apart:
             line += f"; not counted: {_apart(s.apart)}"
+        if again := [r for r in rs if r.resumes]:
+            line += f"; {_resumes(again)}"
         lines.append(line)
     return "\n".join(lines)

@@ -11,7 +11,9 @@ the way an HTTP client runs over either a network or an in-process ASGI transpor
 Both give the same observations for the same task, seed and actions. The client is imported when a
 WebSocket session is asked for: an in-process evaluation loads neither it nor websockets. A step
 whose reply did not come in time is not the episode's end: the WebSocket session resumes the
-episode from the server's log (at most MAX_RESUMES times an episode) and counts it in `resumes`.
+episode from the server's log (at most MAX_RESUMES times an episode) and counts it in `resumes`. A
+session's `resumes` counts every time its episode was carried on, the client's own resumes (a lost
+connection, a server going away) included: the evaluation keeps it in the episode's record.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ if TYPE_CHECKING:
 
 
 class Session(Protocol):
+    """One environment session. One that can lose its episode and carry it on also counts `resumes`
+    (an int attribute), which the evaluation keeps in the episode's record; one without has none."""
+
     async def reset(self, request: ResetRequest) -> Observation: ...
 
     async def step(self, action: Action) -> Observation: ...
@@ -83,7 +88,12 @@ class _WebSocketSession:
     def __init__(self, env: ServiceIncidentEnv, sessions: WebSocket) -> None:
         self._env = env
         self._sessions = sessions
-        self._resumes = 0
+        self._resumes = 0  # those made here, after a reply that did not come in time
+
+    @property
+    def resumes(self) -> int:
+        """All of them: the client's own (a lost connection, a server going away) and those made here."""
+        return self._env.resumes
 
     async def reset(self, request: ResetRequest) -> Observation:
         return (await self._env.reset(**msgspec.structs.asdict(request))).observation
