@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Literal
 
@@ -80,6 +80,10 @@ class Plan:
     calm: Mapping[str, ServiceState]
     # How much traffic grew over the history shown before the page (a share of the page's traffic).
     trend: float = 0.0
+    # Every service's state with nothing wrong anywhere at other steps than the page, by step, as the
+    # calm worlds simulated so far found them (`calm_states`): a memo the plan's worlds share, since a
+    # service on no fault's path is in its calm state at every step.
+    calm_by_step: dict[int, Mapping[str, ServiceState]] = field(init=False, default_factory=dict, compare=False)
 
     def traffic(self, step: int) -> float:
         """The entry traffic at a minute, as a multiple of the page's: it has been growing or falling

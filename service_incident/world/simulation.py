@@ -167,10 +167,11 @@ def simulate(plan: Plan, minute: Minute) -> dict[str, ServiceState]:
         rps = {name: value * traffic for name, value in rps.items()}
     calm = not load and not shed and not fanout and traffic == 1.0
     live, side, restarting, scaled = minute.live, minute.side, minute.restarting, minute.scaled
-    # At the page, a service nothing touches (no fault or side work of its own, its usual traffic, every
-    # dependency answering its calls as when calm) is in its calm state: the same arithmetic on the
-    # same noise.
-    quiet = plan.calm if minute.step == 0 and plan.calm else None
+    # A service nothing touches (no fault or side work of its own, its calm traffic, every dependency
+    # answering its calls as when calm) is in its calm state at the step, where that is known: the same
+    # arithmetic on the same noise. (With traffic at the page's, the queueing a calm world takes from the
+    # plan is the one computed from the same quotient.)
+    quiet = (plan.calm if minute.step == 0 else plan.calm_by_step.get(minute.step)) or None
     wobble = mix_lanes(plan.noise, 2 * len(plan.loop), wobble_minute(minute.step))
     states: dict[str, ServiceState] = {}
     for constants, w1, w2 in zip(plan.loop, wobble[::2], wobble[1::2], strict=True):
@@ -179,7 +180,7 @@ def simulate(plan: Plan, minute: Minute) -> dict[str, ServiceState]:
         if (
             quiet is not None
             and name not in live
-            and requests == healthy_rps[name]
+            and requests == quiet[name].rps
             and name not in side
             and name not in restarting
             and name not in scaled
@@ -202,7 +203,24 @@ def simulate(plan: Plan, minute: Minute) -> dict[str, ServiceState]:
             healthy_p99,
             states,
         )
+    if quiet is None and plan.calm and _nothing_wrong(minute):
+        plan.calm_by_step[minute.step] = states
     return states
+
+
+def calm_states(plan: Plan, step: int) -> Mapping[str, ServiceState]:
+    """Every service's state at a step with nothing wrong anywhere: simulated once per plan, and then
+    the state of every service on no fault's path in any world of the plan at that step."""
+    return (plan.calm if step == 0 else plan.calm_by_step.get(step)) or simulate(
+        plan, Minute(step, {}, {}, {}, {}, frozenset(), {})
+    )
+
+
+def _nothing_wrong(minute: Minute) -> bool:
+    """Whether a minute has no fault, red herring, surge or remedy anywhere: the calm world's."""
+    return not (
+        minute.live or minute.side or minute.load or minute.shed or minute.restarting or minute.scaled or minute.fanout
+    )
 
 
 # Runs once per service per simulated minute: splitting it further costs measurably on that path.

@@ -18,7 +18,7 @@ from msgspec import structs
 from ..incidents import Incident
 from .course import HISTORY_MINUTES
 from .episode import World
-from .simulation import ServiceState
+from .simulation import ServiceState, calm_states
 
 # The early history, before a fault or herring shows, that an excursion is measured against.
 BASELINE_MINUTES = 4
@@ -46,8 +46,17 @@ def excursion(values: Sequence[float], floor: float, relative: bool) -> float:
 
 def excursions(world: World, service: str) -> dict[str, float]:
     """A service's excursion in each golden signal over the history up to the page."""
-    history = [world.states_at(minute)[service] for minute in range(-HISTORY_MINUTES, 1)]
+    history = [states[service] for states in history_states(world)]
     return {name: excursion([value(s) for s in history], floor, rel) for name, (value, floor, rel) in SIGNALS.items()}
+
+
+def history_states(world: World) -> list[dict[str, ServiceState]]:
+    """Every service's states over the history up to the page. The calm world's come first, once per
+    plan: every world of the plan then simulates only the services something touches."""
+    minutes = range(-HISTORY_MINUTES, 1)
+    for minute in minutes:
+        calm_states(world.plan, minute)
+    return [world.states_at(minute) for minute in minutes]
 
 
 def margins(incident: Incident) -> dict[str, dict[str, float]]:
