@@ -85,6 +85,21 @@ def test_services_on_no_faults_path_take_the_calm_worlds_states_and_nothing_chan
     assert all(reused) and sum(reused) < len(steps) * len(incident.services)
 
 
+def test_a_check_reading_a_few_services_simulates_only_what_they_call() -> None:
+    incident = generate(PRESETS["expert"], seed=23)
+    root = incident.faults[0].service
+    world = World(incident, shared=False)
+    reach = world.plan.reach({root})
+    assert root in reach and len(reach) < len(incident.services)
+    partial = world.states_of(-3, frozenset({root}))
+    assert set(partial) == reach
+    # Not kept as the step's states: the whole world's are simulated when asked for, and agree.
+    whole = world.states_at(-3)
+    assert set(whole) == {s.name for s in incident.services}
+    assert {name: whole[name] for name in reach} == partial
+    assert world.states_of(-3, frozenset({root})) is whole
+
+
 def test_the_lognormal_puts_one_call_in_a_hundred_beyond_its_p99() -> None:
     for p50, p99 in [(20.0, 60.0), (150.0, 900.0), (3.0, 3.5)]:
         assert exceed(p50, p99, p99) == pytest.approx(0.01, abs=2e-5)

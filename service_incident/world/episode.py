@@ -7,6 +7,7 @@ impact, whether service is restored); agents see it only through telemetry.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, field
 from typing import Literal
 
@@ -77,6 +78,14 @@ class World:
         states = self._cache.get(step)
         if states is None:
             states = self._cache[step] = simulate(self.plan, self._minute(step, disrupt=True))
+        return states
+
+    def states_of(self, step: int, services: frozenset[str]) -> Mapping[str, ServiceState]:
+        """The states at a step of `services` and of all they call: every service's if simulated already,
+        else only theirs, simulated and not kept (a check that reads a few services spares the others)."""
+        states = self._cache.get(step)
+        if states is None:
+            states = simulate(self.plan, self._minute(step, disrupt=True), only=self.plan.reach(services))
         return states
 
     def advance(self) -> None:
