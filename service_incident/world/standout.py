@@ -93,7 +93,8 @@ def margins(incident: Incident, everyday: Everyday | None = None) -> dict[str, d
     worst = (everyday or Everyday(incident)).worst(roots)
     sick = World(incident)
     # Only the roots' excursions are read here: their callers' states are not simulated for them.
-    history = [sick.states_of(minute, frozenset(roots)) for minute in _calm_history(sick)]
+    reach = sick.plan.reach(set(roots))
+    history = [sick.states_of(minute, reach) for minute in _calm_history(sick)]
     own = {root: excursions([states[root] for states in history]) for root in roots}
     return {root: {name: value - worst[name] for name, value in own[root].items()} for root in roots}
 
