@@ -31,7 +31,7 @@ from .world import (
     pre_incident,
     rubric,
 )
-from .world.standout import stands_out
+from .world.standout import Everyday, stands_out
 
 # name, kind: the catalogue topologies are drawn from (the gateway is always an entry point).
 APPS: tuple[tuple[str, str], ...] = (
@@ -200,8 +200,10 @@ def _draw(
         metrics_lag=knobs.metrics_lag,
         log_gaps=gaps,
     )
-    # Red herrings do not depend on the faults' strengths: checked once per draw, before the search.
-    if not harmless_herrings(draft):
+    # Red herrings do not depend on the faults' strengths: checked once per draw, before the search, on
+    # the world without faults that every strength's stand-out check measures against too.
+    everyday = Everyday(draft)
+    if not harmless_herrings(draft, everyday.world):
         return _HARMFUL
     # Search the fault strengths for clear labels at the wanted severity: too severe halves the
     # range from above, too mild from below.
@@ -216,7 +218,7 @@ def _draw(
                 for f, x in zip(faults, strengths, strict=True)
             ],
         )
-        severity = _recoverable_severity(incident)
+        severity = _recoverable_severity(incident, everyday)
         if severity == wanted:
             return incident
         if severity is not None:
@@ -319,17 +321,17 @@ def _places(herring: HerringType, services: list[ServiceSpec], roots: set[str]) 
     return [(s.name, None, None) for s in bystanders]
 
 
-def harmless_herrings(incident: Incident) -> bool:
+def harmless_herrings(incident: Incident, alone: World | None = None) -> bool:
     """The label principle for red herrings: alone in the world (every fault removed) they cause no
     graded user impact and raise no critical page, and any warning they raise is chronic: firing from
     before anything of the incident began. None loses a write of record (`in_background`). What they
     cause is what differs from the same world without them, whose per-minute noise is the same; their
     side effects are the same on every step from the page on, so a world where every signal they move
     is clear of its threshold at the page is checked there alone, one near a threshold at every step of
-    the horizon."""
+    the horizon. `alone` is the incident's world without faults, if the caller has it."""
     if not incident.distractions:
         return True
-    alone = World(structs.replace(incident, faults=[]), shared=False)
+    alone = alone or World(structs.replace(incident, faults=[]), shared=False)
     calm = World(structs.replace(incident, faults=[], distractions=[]), shared=False)
     moved = [spec for spec in incident.services if alone.states_at(0)[spec.name] != calm.states_at(0)[spec.name]]
     steps = range(HERRING_HORIZON + 1) if _near(moved, alone.states_at(0), calm.states_at(0)) else range(1)
@@ -378,13 +380,14 @@ def _near(services: list[ServiceSpec], states: dict[str, ServiceState], calm: di
     return False
 
 
-def _recoverable_severity(incident: Incident) -> Severity | None:
+def _recoverable_severity(incident: Incident, everyday: Everyday) -> Severity | None:
     """The incident's severity if its labels can be recovered from telemetry, else None.
 
     Recoverable: every root cause is paged itself or lies at the end of a trail of blame from a
     paged user-facing service (each hop's callers log failures naming it, or log nothing at all);
     and the user-facing impact is clear of the rubric's edges. Untouched, the world only changes
-    when a fault worsens, so checking those steps covers every step.
+    when a fault worsens, so checking those steps covers every step. `everyday` is the incident's world
+    without faults.
     """
     world = World(incident)
     states = world.states_at(0)
@@ -404,7 +407,7 @@ def _recoverable_severity(incident: Incident) -> Severity | None:
     # The dearest checks last: they simulate the incident once more per fault, and its history.
     if not all(own_impact(incident, i) for i in range(len(incident.faults))):
         return None
-    if not stands_out(incident):
+    if not stands_out(incident, everyday):
         return None
     return max(severities, key=SEVERITIES.index)
 

@@ -12,10 +12,11 @@ from msgspec import structs
 
 from service_incident.generator import PRESETS, generate
 from service_incident.telemetry import Telemetry
-from service_incident.world import World
+from service_incident.world import HISTORY_MINUTES, World
 from service_incident.world.episode import SCALE_UP_FACTOR
 from service_incident.world.lognormal import exceed
 from service_incident.world.plan import plan_of
+from service_incident.world.simulation import ServiceState, calm_states
 
 SIMULATOR = ("episode", "plan", "simulation", "course", "steps", "traffic")
 
@@ -54,6 +55,49 @@ def test_a_plan_is_whole_before_any_world_and_no_world_changes_it(difficulty: st
     # The calm baseline is the incident with nothing wrong: a world without faults or red herrings at the page.
     calm = World(structs.replace(incident, faults=[], distractions=[]), shared=False)
     assert calm.states_at(0) == dict(plan.calm)
+
+
+def _played(world: World, steps: range) -> list[dict[str, ServiceState]]:
+    """A world's states over `steps`, a restart and a scale-up of its first root at the page."""
+    found = []
+    for step in steps:
+        if step == 1:
+            world.remediate("restart", world.incident.faults[0].service)
+            world.remediate("scale_up", world.incident.faults[0].service)
+        world.step = step
+        found.append(world.states_at(step))
+    return found
+
+
+@pytest.mark.parametrize("difficulty", ["hard", "expert"])
+def test_services_on_no_faults_path_take_the_calm_worlds_states_and_nothing_changes(difficulty: str) -> None:
+    incident = generate(PRESETS[difficulty], seed=17)
+    steps = range(-HISTORY_MINUTES, 8)
+    plan = plan_of(incident)
+    plan.calm_by_step.clear()  # generating the incident simulated its calm history
+    unknown = _played(World(incident, shared=False), steps)
+    assert not plan.calm_by_step
+    calm = [calm_states(plan, step) for step in steps]
+    known = _played(World(incident, shared=False), steps)
+    assert known == unknown
+    # Where the calm world is known, the services nothing touches are its states, not simulated again.
+    reused = [sum(states[name] is quiet[name] for name in states) for states, quiet in zip(known, calm, strict=True)]
+    assert all(reused) and sum(reused) < len(steps) * len(incident.services)
+
+
+def test_a_check_reading_a_few_services_simulates_only_what_they_call() -> None:
+    incident = generate(PRESETS["expert"], seed=23)
+    root = incident.faults[0].service
+    world = World(incident, shared=False)
+    reach = world.plan.reach({root})
+    assert root in reach and len(reach) < len(incident.services)
+    partial = world.states_of(-3, reach)
+    assert set(partial) == reach
+    # Not kept as the step's states: the whole world's are simulated when asked for, and agree.
+    whole = world.states_at(-3)
+    assert set(whole) == {s.name for s in incident.services}
+    assert {name: whole[name] for name in reach} == partial
+    assert world.states_of(-3, reach) is whole
 
 
 def test_the_lognormal_puts_one_call_in_a_hundred_beyond_its_p99() -> None:

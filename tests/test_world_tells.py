@@ -14,7 +14,7 @@ from service_incident.telemetry.jobs import JOBS
 from service_incident.telemetry.pages import ALERT_RULES
 from service_incident.telemetry.phrases import TECH_WORK, incident_vocabulary
 from service_incident.world import World
-from service_incident.world.standout import CLEAR_MARGIN, margins, stands_out
+from service_incident.world.standout import CLEAR_MARGIN, Everyday, margins, stands_out
 
 MEMORY_RISE_POINTS = 8.0
 
@@ -115,3 +115,12 @@ def test_every_generated_root_stands_out_of_its_neighbours_everyday_excursions()
     incident = generate("expert", 3)
     faint = structs.replace(incident, faults=[structs.replace(f, intensity=0.005, peak=0.005) for f in incident.faults])
     assert not stands_out(faint)
+
+
+def test_one_everyday_world_serves_every_fault_strength_tried_on_a_draft() -> None:
+    incident = generate("expert", 3)
+    everyday = Everyday(incident)
+    for strength in (0.005, 0.3, 1.0):
+        faults = [structs.replace(f, intensity=strength, peak=strength) for f in incident.faults]
+        tried = structs.replace(incident, faults=faults)
+        assert margins(tried, everyday) == margins(tried)

@@ -7,6 +7,7 @@ impact, whether service is restored); agents see it only through telemetry.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, field
 from typing import Literal
 
@@ -77,6 +78,15 @@ class World:
         states = self._cache.get(step)
         if states is None:
             states = self._cache[step] = simulate(self.plan, self._minute(step, disrupt=True))
+        return states
+
+    def states_of(self, step: int, reach: frozenset[str]) -> Mapping[str, ServiceState]:
+        """The states at a step of the services in `reach`, which holds all they call (`Plan.reach`): every
+        service's if simulated already, else only these, simulated and not kept (a check that reads a few
+        services spares the others)."""
+        states = self._cache.get(step)
+        if states is None:
+            states = simulate(self.plan, self._minute(step, disrupt=True), only=reach)
         return states
 
     def advance(self) -> None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Literal
 
@@ -21,7 +22,7 @@ from ..faults import RECORD_KINDS, TECHNOLOGIES
 from ..incidents import Incident
 from ..topology import KINDS, dependency_order
 from .draws import WOBBLE_CHANNEL, WOBBLE_KEY, Draws, pack, spread, unit
-from .simulation import CALM_MINUTE, Rhythm, ServiceState, simulate
+from .simulation import CALM_MINUTE, Rhythm, ServiceState, StepConstants, simulate
 from .traffic import flow, queueing
 
 
@@ -80,6 +81,24 @@ class Plan:
     calm: Mapping[str, ServiceState]
     # How much traffic grew over the history shown before the page (a share of the page's traffic).
     trend: float = 0.0
+    # Every service's state with nothing wrong anywhere at other steps than the page, by step, as the
+    # calm worlds simulated so far found them (`calm_states`): a memo the plan's worlds share, since a
+    # service on no fault's path is in its calm state at every step.
+    calm_by_step: dict[int, Mapping[str, ServiceState]] = field(init=False, default_factory=dict, compare=False)
+    # The simulation's constants of each step simulated so far (`simulation.StepConstants`): its noise
+    # and calm request rates, the same in every world of the plan.
+    step_constants: dict[int, StepConstants] = field(init=False, default_factory=dict, compare=False)
+
+    def reach(self, services: AbstractSet[str]) -> frozenset[str]:
+        """The services and every service they call, directly or not: all their states depend on."""
+        found = set(services)
+        frontier = list(services)
+        while frontier:
+            for edge in self.by_name[frontier.pop()].edges:
+                if edge.dep not in found:
+                    found.add(edge.dep)
+                    frontier.append(edge.dep)
+        return frozenset(found)
 
     def traffic(self, step: int) -> float:
         """The entry traffic at a minute, as a multiple of the page's: it has been growing or falling

@@ -155,40 +155,48 @@ MOVEMENT_MEMORY = 85.0
 CALM_MINUTE = Minute(0, {}, {}, {}, {}, frozenset(), {})
 
 
-def simulate(plan: Plan, minute: Minute) -> dict[str, ServiceState]:
-    """Every service's state in one minute, dependencies first."""
+def simulate(plan: Plan, minute: Minute, only: AbstractSet[str] | None = None) -> dict[str, ServiceState]:
+    """Every service's state in one minute, dependencies first; with `only`, just those services (they
+    must include everything they call)."""
     # The hot loop of the core (every step simulates a minute of every service): per-service
     # constants come precomputed from the plan, and the arithmetic is the model's, in its order.
     load, shed, fanout = minute.load, minute.shed, minute.fanout
-    healthy_rps, healthy_p99 = plan.healthy_rps, plan.healthy_p99
-    rps = flow(plan.nodes, load, shed, healthy_rps, fanout) if load or shed or fanout else healthy_rps
+    healthy_p99 = plan.healthy_p99
+    rows, calm_rps = _step_constants(plan, minute.step)
     traffic = plan.traffic(minute.step)
-    if traffic != 1.0:
-        rps = {name: value * traffic for name, value in rps.items()}
+    rps: Mapping[str, float]
+    if load or shed or fanout:
+        rps = flow(plan.nodes, load, shed, plan.healthy_rps, fanout)
+        if traffic != 1.0:
+            rps = {name: value * traffic for name, value in rps.items()}
+    else:
+        rps = calm_rps
     calm = not load and not shed and not fanout and traffic == 1.0
     live, side, restarting, scaled = minute.live, minute.side, minute.restarting, minute.scaled
-    # At the page, a service nothing touches (no fault or side work of its own, its usual traffic, every
-    # dependency answering its calls as when calm) is in its calm state: the same arithmetic on the
-    # same noise.
-    quiet = plan.calm if minute.step == 0 and plan.calm else None
-    wobble = mix_lanes(plan.noise, 2 * len(plan.loop), wobble_minute(minute.step))
+    # A service nothing touches (no fault or side work of its own, its calm traffic, every dependency
+    # answering its calls as when calm) is in its calm state at the step, where that is known: the same
+    # arithmetic on the same noise. (With traffic at the page's, the queueing a calm world takes from the
+    # plan is the one computed from the same quotient.)
+    quiet = (plan.calm if minute.step == 0 else plan.calm_by_step.get(minute.step)) or None
+    touched = live.keys() | side.keys() | restarting | scaled.keys() | shed.keys() if quiet is not None else ()
     states: dict[str, ServiceState] = {}
-    for constants, w1, w2 in zip(plan.loop, wobble[::2], wobble[1::2], strict=True):
+    # Whether some service simulated so far answers its callers otherwise than when calm: until one
+    # does, every dependency answers as when calm.
+    answers_differ = False
+    for constants, w1, w2 in rows:
         name = constants[0].name
+        if only is not None and name not in only:
+            continue
         requests = rps[name]
         if (
             quiet is not None
-            and name not in live
-            and requests == healthy_rps[name]
-            and name not in side
-            and name not in restarting
-            and name not in scaled
-            and name not in shed
-            and _answered_as_when_calm(constants[6], states, quiet)
+            and name not in touched
+            and requests == (calm_state := quiet[name]).rps
+            and (not answers_differ or _answered_as_when_calm(constants[6], states, quiet))
         ):
-            states[name] = quiet[name]
+            states[name] = calm_state
             continue
-        states[name] = _service_state(
+        state = states[name] = _service_state(
             constants,
             minute.step,
             requests,
@@ -202,7 +210,43 @@ def simulate(plan: Plan, minute: Minute) -> dict[str, ServiceState]:
             healthy_p99,
             states,
         )
+        if quiet is not None and not answers_differ:
+            answers_differ = not _answers_alike(state, quiet[name])
+    if quiet is None and only is None and plan.calm and _nothing_wrong(minute):
+        plan.calm_by_step[minute.step] = states
     return states
+
+
+def calm_states(plan: Plan, step: int) -> Mapping[str, ServiceState]:
+    """Every service's state at a step with nothing wrong anywhere: simulated once per plan, and then
+    the state of every service on no fault's path in any world of the plan at that step."""
+    return (plan.calm if step == 0 else plan.calm_by_step.get(step)) or simulate(
+        plan, Minute(step, {}, {}, {}, {}, frozenset(), {})
+    )
+
+
+# Per step, each service's loop constants with its two noise draws of the minute, and every service's
+# request rate with nothing wrong anywhere: the same for every world of the plan at that step.
+StepConstants = tuple[list[tuple["LoopConstants", float, float]], Mapping[str, float]]
+
+
+def _step_constants(plan: Plan, step: int) -> StepConstants:
+    found = plan.step_constants.get(step)
+    if found is None:
+        wobble = mix_lanes(plan.noise, 2 * len(plan.loop), wobble_minute(step))
+        traffic = plan.traffic(step)
+        rps = (
+            plan.healthy_rps if traffic == 1.0 else {name: value * traffic for name, value in plan.healthy_rps.items()}
+        )
+        found = plan.step_constants[step] = (list(zip(plan.loop, wobble[::2], wobble[1::2], strict=True)), rps)
+    return found
+
+
+def _nothing_wrong(minute: Minute) -> bool:
+    """Whether a minute has no fault, red herring, surge or remedy anywhere: the calm world's."""
+    return not (
+        minute.live or minute.side or minute.load or minute.shed or minute.restarting or minute.scaled or minute.fanout
+    )
 
 
 # Runs once per service per simulated minute: splitting it further costs measurably on that path.
@@ -390,6 +434,17 @@ def _dependency_calls(
     return p50, worst_wait, success
 
 
+def _answers_alike(state: ServiceState, calm: ServiceState) -> bool:
+    """Whether a service answers its callers as when calm: the same failures and latency, all a caller
+    reads of it."""
+    return (
+        state.call_failure == calm.call_failure
+        and state.p50_ms == calm.p50_ms
+        and state.p99_ms == calm.p99_ms
+        and state.mode == calm.mode
+    )
+
+
 def _answered_as_when_calm(
     edges: tuple[tuple[Edge, float, float], ...], states: dict[str, ServiceState], quiet: Mapping[str, ServiceState]
 ) -> bool:
@@ -397,11 +452,6 @@ def _answered_as_when_calm(
     all a caller reads of them."""
     for edge, _, _ in edges:
         state, calm = states[edge.dep], quiet[edge.dep]
-        if state is not calm and (
-            state.call_failure != calm.call_failure
-            or state.p50_ms != calm.p50_ms
-            or state.p99_ms != calm.p99_ms
-            or state.mode != calm.mode
-        ):
+        if state is not calm and not _answers_alike(state, calm):
             return False
     return True

@@ -9,28 +9,30 @@ states wobble little is not credited with more than an engineer reading its dash
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from functools import lru_cache
+from collections.abc import Sequence
+from operator import attrgetter
 
-import msgspec
 from msgspec import structs
 
 from ..incidents import Incident
 from .course import HISTORY_MINUTES
 from .episode import World
-from .simulation import ServiceState
+from .simulation import ServiceState, calm_states
 
 # The early history, before a fault or herring shows, that an excursion is measured against.
 BASELINE_MINUTES = 4
 # The measurement noise of a metric, as a share of its value (telemetry's).
 MEASUREMENT_NOISE = 0.03
-# Each golden signal, and the floor under its baseline's spread (absolute, or for p99 a share of it).
-SIGNALS: dict[str, tuple[Callable[[ServiceState], float], float, bool]] = {
-    "error rate": (lambda s: s.error_rate, 0.002, False),
-    "p99": (lambda s: s.p99_ms, 0.02, True),
-    "cpu": (lambda s: s.cpu_pct, 0.5, False),
-    "memory": (lambda s: s.memory_pct, 0.5, False),
+# Each golden signal: the state's field it reads, and the floor under its baseline's spread (absolute,
+# or for p99 a share of it).
+SIGNALS: dict[str, tuple[str, float, bool]] = {
+    "error rate": ("error_rate", 0.002, False),
+    "p99": ("p99_ms", 0.02, True),
+    "cpu": ("cpu_pct", 0.5, False),
+    "memory": ("memory_pct", 0.5, False),
 }
+# Every signal of a state at once, in SIGNALS' order: one call per state rather than one per signal.
+_READ = attrgetter(*(field for field, _, _ in SIGNALS.values()))
 # A margin of this many baseline spreads is one an engineer would not put down to noise.
 CLEAR_MARGIN = 3.0
 
@@ -44,31 +46,59 @@ def excursion(values: Sequence[float], floor: float, relative: bool) -> float:
     return (max(rest) - mean) / spread
 
 
-def excursions(world: World, service: str) -> dict[str, float]:
-    """A service's excursion in each golden signal over the history up to the page."""
-    history = [world.states_at(minute)[service] for minute in range(-HISTORY_MINUTES, 1)]
-    return {name: excursion([value(s) for s in history], floor, rel) for name, (value, floor, rel) in SIGNALS.items()}
+def excursions(history: Sequence[ServiceState]) -> dict[str, float]:
+    """A service's excursion in each golden signal over its states in the history up to the page."""
+    columns = zip(*map(_READ, history), strict=True)
+    signals = zip(SIGNALS.items(), columns, strict=True)
+    return {name: excursion(values, floor, relative) for (name, (_, floor, relative)), values in signals}
 
 
-def margins(incident: Incident) -> dict[str, dict[str, float]]:
+def history_states(world: World) -> list[dict[str, ServiceState]]:
+    """Every service's states over the history up to the page."""
+    return [world.states_at(minute) for minute in _calm_history(world)]
+
+
+def _calm_history(world: World) -> range:
+    """The minutes of the history up to the page, the calm world's states at each simulated first (once
+    per plan): every world of the plan then simulates only the services something touches."""
+    minutes = range(-HISTORY_MINUTES, 1)
+    for minute in minutes:
+        calm_states(world.plan, minute)
+    return minutes
+
+
+class Everyday:
+    """An incident's world without its faults, whose excursions the roots' must clear: the same for every
+    fault strength the generator tries on one draft, so simulated once for all of them."""
+
+    def __init__(self, incident: Incident) -> None:
+        self.world = World(structs.replace(incident, faults=[]), shared=False)
+        self._worst: dict[tuple[str, ...], dict[str, float]] = {}
+
+    def worst(self, roots: tuple[str, ...]) -> dict[str, float]:
+        """The largest excursion in each signal of the services other than `roots`."""
+        found = self._worst.get(roots)
+        if found is None:
+            history = history_states(self.world)
+            names = [s.name for s in self.world.incident.services if s.name not in roots]
+            others = [excursions([states[name] for states in history]) for name in names]
+            found = self._worst[roots] = {name: max((o[name] for o in others), default=0.0) for name in SIGNALS}
+        return found
+
+
+def margins(incident: Incident, everyday: Everyday | None = None) -> dict[str, dict[str, float]]:
     """Per root, per signal: its own excursion less the largest everyday excursion of the other services
-    in the same incident without faults."""
+    in the same incident without faults (`everyday`, if the caller has it)."""
     roots = tuple(sorted({f.service for f in incident.faults}))
-    worst = _everyday(msgspec.json.encode(structs.replace(incident, faults=[])), roots)
+    worst = (everyday or Everyday(incident)).worst(roots)
     sick = World(incident)
-    return {root: {name: own - worst[name] for name, own in excursions(sick, root).items()} for root in roots}
+    # Only the roots' excursions are read here: their callers' states are not simulated for them.
+    reach = sick.plan.reach(set(roots))
+    history = [sick.states_of(minute, reach) for minute in _calm_history(sick)]
+    own = {root: excursions([states[root] for states in history]) for root in roots}
+    return {root: {name: value - worst[name] for name, value in own[root].items()} for root in roots}
 
 
-# The generator tries several fault strengths on one draft of herrings: their everyday world is the same.
-@lru_cache(maxsize=64)
-def _everyday(calm: bytes, roots: tuple[str, ...]) -> dict[str, float]:
-    """The largest excursion in each signal of the services other than `roots`, in a world without faults."""
-    incident = msgspec.json.decode(calm, type=Incident)
-    world = World(incident, shared=False)
-    others = [excursions(world, s.name) for s in incident.services if s.name not in roots]
-    return {name: max((o[name] for o in others), default=0.0) for name in SIGNALS}
-
-
-def stands_out(incident: Incident) -> bool:
+def stands_out(incident: Incident, everyday: Everyday | None = None) -> bool:
     """Whether every root clears the everyday excursions around it in at least one signal."""
-    return all(max(signals.values()) >= CLEAR_MARGIN for signals in margins(incident).values())
+    return all(max(signals.values()) >= CLEAR_MARGIN for signals in margins(incident, everyday).values())
