@@ -166,9 +166,7 @@ def simulate(plan: Plan, minute: Minute, only: AbstractSet[str] | None = None) -
     traffic = plan.traffic(minute.step)
     rps: Mapping[str, float]
     if load or shed or fanout:
-        rps = flow(plan.nodes, load, shed, plan.healthy_rps, fanout)
-        if traffic != 1.0:
-            rps = {name: value * traffic for name, value in rps.items()}
+        rps = _at_traffic(flow(plan.nodes, load, shed, plan.healthy_rps, fanout), traffic)
     else:
         rps = calm_rps
     calm = not load and not shed and not fanout and traffic == 1.0
@@ -177,7 +175,7 @@ def simulate(plan: Plan, minute: Minute, only: AbstractSet[str] | None = None) -
     # answering its calls as when calm) is in its calm state at the step, where that is known: the same
     # arithmetic on the same noise. (With traffic at the page's, the queueing a calm world takes from the
     # plan is the one computed from the same quotient.)
-    quiet = (plan.calm if minute.step == 0 else plan.calm_by_step.get(minute.step)) or None
+    quiet = _known_calm(plan, minute.step)
     touched = live.keys() | side.keys() | restarting | scaled.keys() | shed.keys() if quiet is not None else ()
     states: dict[str, ServiceState] = {}
     # Whether some service simulated so far answers its callers otherwise than when calm: until one
@@ -220,9 +218,12 @@ def simulate(plan: Plan, minute: Minute, only: AbstractSet[str] | None = None) -
 def calm_states(plan: Plan, step: int) -> Mapping[str, ServiceState]:
     """Every service's state at a step with nothing wrong anywhere: simulated once per plan, and then
     the state of every service on no fault's path in any world of the plan at that step."""
-    return (plan.calm if step == 0 else plan.calm_by_step.get(step)) or simulate(
-        plan, Minute(step, {}, {}, {}, {}, frozenset(), {})
-    )
+    return _known_calm(plan, step) or simulate(plan, msgspec.structs.replace(CALM_MINUTE, step=step))
+
+
+def _known_calm(plan: Plan, step: int) -> Mapping[str, ServiceState] | None:
+    """The calm world's states at a step, if simulated already (the page's come with the plan)."""
+    return (plan.calm if step == 0 else plan.calm_by_step.get(step)) or None
 
 
 # Per step, each service's loop constants with its two noise draws of the minute, and every service's
@@ -234,12 +235,14 @@ def _step_constants(plan: Plan, step: int) -> StepConstants:
     found = plan.step_constants.get(step)
     if found is None:
         wobble = mix_lanes(plan.noise, 2 * len(plan.loop), wobble_minute(step))
-        traffic = plan.traffic(step)
-        rps = (
-            plan.healthy_rps if traffic == 1.0 else {name: value * traffic for name, value in plan.healthy_rps.items()}
-        )
+        rps = _at_traffic(plan.healthy_rps, plan.traffic(step))
         found = plan.step_constants[step] = (list(zip(plan.loop, wobble[::2], wobble[1::2], strict=True)), rps)
     return found
+
+
+def _at_traffic(rps: Mapping[str, float], traffic: float) -> Mapping[str, float]:
+    """Request rates with the entry traffic at `traffic` times the page's."""
+    return rps if traffic == 1.0 else {name: value * traffic for name, value in rps.items()}
 
 
 def _nothing_wrong(minute: Minute) -> bool:
