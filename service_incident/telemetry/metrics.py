@@ -169,7 +169,7 @@ def metrics_text(metrics: Metrics) -> str:
 def points(state: TelemetryState, wanted: list[tuple[str, int]]) -> list[MetricPoint]:
     """The signals of each (service, minute) wanted with the episode's measurement noise; each kept
     until a remedy changes that minute (`TelemetryState.follow`). Those not kept yet have their noise
-    hashed together, on every lane of one integer, as `wobbles` hashes one point's channels."""
+    hashed together, on every lane of one integer (`mix_lanes`)."""
     kept = state.points
     missing = [want for want in wanted if want not in kept]
     if missing:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .draws import spread, unit, wobbles
+from .draws import spread, unit
 from .rubric import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS, SEVERITIES, SEVERITY_RUBRIC, rubric
 
 if TYPE_CHECKING:
@@ -68,5 +68,4 @@ __all__ = [
     "spread",
     "technology",
     "unit",
-    "wobbles",
 ]

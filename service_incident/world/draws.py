@@ -1,8 +1,8 @@
 """Keyed draws: deterministic numbers from a key, so the same incident draws the same world on every run.
 
 `unit` and `spread` draw once from a key (CRC-32 of its parts); `Draws` hashes a shared prefix once
-for the many draws of one service; `wobbles` and `mix_lanes` give per-minute noise in [-1, 1) from an
-integer hash, computed on many channels at once.
+for the many draws of one service; `mix_lanes` gives per-minute noise in [-1, 1) from an integer hash,
+computed on many lanes of one integer at once.
 """
 
 from __future__ import annotations
@@ -44,12 +44,6 @@ class Draws:
 WOBBLE_KEY, _WOBBLE_STEP, WOBBLE_CHANNEL = 0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D
 
 
-def wobbles(key: int, step: int, channels: range) -> list[float]:
-    """Per-minute noise in [-1, 1) on each channel: an integer hash of (service, minute, channel), cheap on
-    every step."""
-    return mix_lanes(_channel_lanes(channels), len(channels), key * WOBBLE_KEY + wobble_minute(step))
-
-
 def wobble_minute(step: int) -> int:
     return (step + 1000) * _WOBBLE_STEP
 
@@ -81,8 +75,3 @@ def _lanes(count: int) -> tuple[int, int]:
 
 def pack(values: list[int]) -> int:
     return sum((value & _MASK32) << (64 * lane) for lane, value in enumerate(values))
-
-
-@lru_cache(maxsize=16)
-def _channel_lanes(channels: range) -> int:
-    return pack([channel * WOBBLE_CHANNEL for channel in channels])
