@@ -18,7 +18,7 @@ import msgspec
 from ..incidents import Incident
 from ..models import Alert, MetricPoint
 from ..world import World
-from ..world.steps import INCIDENTS_KEPT
+from ..world.steps import incident_store
 
 if TYPE_CHECKING:
     from .logs import LogGroup
@@ -51,13 +51,7 @@ _SHARED: dict[bytes, Shared] = {}
 
 def shared(incident: Incident) -> Shared:
     """What every episode of an incident shares of its telemetry, new and empty for an incident not seen."""
-    key = msgspec.json.encode(incident)
-    found = _SHARED.get(key)
-    if found is None:
-        if len(_SHARED) >= INCIDENTS_KEPT:
-            _SHARED.pop(next(iter(_SHARED)))
-        found = _SHARED[key] = Shared()
-    return found
+    return incident_store(_SHARED, msgspec.json.encode(incident), Shared)
 
 
 @dataclass(slots=True)

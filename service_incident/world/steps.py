@@ -6,6 +6,7 @@ per incident, for every episode that plays it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeVar
 
 import msgspec
@@ -22,14 +23,14 @@ INCIDENTS_KEPT = 256
 Kept = TypeVar("Kept")
 
 
-def incident_store(stores: dict[bytes, dict[int, Kept]], key: bytes) -> dict[int, Kept]:
-    """The by-step store of the incident encoded as `key`, new and empty if it had none; past
-    INCIDENTS_KEPT incidents the oldest one's is dropped."""
+def incident_store(stores: dict[bytes, Kept], key: bytes, new: Callable[[], Kept]) -> Kept:
+    """The store of the incident encoded as `key`, `new()` if it had none; past INCIDENTS_KEPT incidents
+    the oldest one's is dropped."""
     found = stores.get(key)
     if found is None:
         if len(stores) >= INCIDENTS_KEPT:
             stores.pop(next(iter(stores)))
-        found = stores[key] = {}
+        found = stores[key] = new()
     return found
 
 
@@ -68,7 +69,7 @@ class Steps(dict[int, States]):
 def incident_steps(incident: Incident) -> Steps:
     """States by step for an episode of the incident, its untouched steps in the incident's shared store."""
     key = msgspec.json.encode(incident)
-    shared = incident_store(_PREPAGE, key)
+    shared = incident_store(_PREPAGE, key, dict)
     return Steps(shared, key)
 
 
