@@ -46,7 +46,7 @@ from service_incident.models import Action, State
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_scale import server_cpu  # noqa: E402  (CPU of a server and its workers, from /proc)
+from bench_scale import percentile, server_cpu  # noqa: E402  (CPU of a server and its workers, from /proc)
 from bench_transport import policy  # noqa: E402  (the fixed episode)
 from scale_support import ServerProcess  # noqa: E402  (`server --workers N` on a free port)
 
@@ -204,11 +204,6 @@ def run(workers: int, args: argparse.Namespace) -> dict[str, Any]:
         "loader_cpu_us": sum(r["cpu_s"] for r in results) / max(sum(r["calls"] for r in results), 1) * 1e6,
         "server_cores": spent / args.seconds,
     }
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
 def main() -> None:

@@ -490,8 +490,9 @@ def _health(url: str) -> dict[str, Any]:
 
 
 def percentile(values: list[float], q: float) -> float:
+    """The `q` quantile of `values` (nearest rank); NaN for none."""
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
 
 
 def main() -> None:
