@@ -99,6 +99,10 @@ class Knobs(Struct, frozen=True, forbid_unknown_fields=True):
     fault_types: tuple[str, ...] = ()
     # How many entry points the topology has: the gateway, then a mobile API or a queue's consumer.
     entry_points: int = 1
+    # The chance that a fault is drawn among the services behind the user-facing ones (datastores,
+    # internal apps), where its type can land there: such a fault reaches users only through its
+    # callers, so the pages show where users hurt and only an investigation shows where it began.
+    deep_faults: float = 0.0
 
 
 PRESETS: Mapping[str, Knobs] = {
@@ -113,6 +117,7 @@ PRESETS: Mapping[str, Knobs] = {
         log_gaps=2,
         intensify=True,
         entry_points=2,
+        deep_faults=0.5,
     ),
     "expert": Knobs(
         services=(10, 15),
@@ -123,6 +128,7 @@ PRESETS: Mapping[str, Knobs] = {
         log_gaps=3,
         intensify=True,
         entry_points=3,
+        deep_faults=0.75,
     ),
 }
 
@@ -171,6 +177,7 @@ def _draw(
     names = [s.name for s in services]
     kinds = {s.name: s.kind for s in services}
     calls = {s.name: [kinds[d] for d in s.depends_on] for s in services}
+    facing = {s.name for s in services if s.user_facing}
     types = list(knobs.fault_types or FAULTS)
     faults: list[FaultSpec] = []
     for _ in range(_fault_count(rng, knobs.faults)):
@@ -180,6 +187,8 @@ def _draw(
         if wanted == "P2":
             # Minor incidents live where callers lean on a service lightly (queues, caches, async work).
             hosts = [n for n in hosts if KINDS[kinds[n]].caller_weight < 1.0] or hosts
+        if knobs.deep_faults and rng.random() < knobs.deep_faults:
+            hosts = [n for n in hosts if n not in facing] or hosts
         if not hosts:
             return _UNRECOVERABLE
         intensify_at = rng.randint(2, 4) if knobs.intensify and rng.random() < 0.5 else None

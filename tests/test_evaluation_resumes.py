@@ -64,8 +64,8 @@ def upstream() -> Iterator[tuple[str, int]]:
 
 
 SPECS = [EpisodeSpec(name=f"expert-{seed}", task_id="gen_expert", incident_id=None, seed=seed) for seed in range(4)]
-# The policy's answers after which the connections are cut: in the first episode (9 steps), then the second.
-CUT_AT = (3, 12)
+# The third answer of an episode: the connections are cut after it in the first episode, then the second.
+CUT_AFTER = 3
 
 
 async def test_each_record_counts_the_resumes_of_its_episode_after_a_cut_connection(
@@ -73,13 +73,14 @@ async def test_each_record_counts_the_resumes_of_its_episode_after_a_cut_connect
 ) -> None:
     relay = Relay(upstream)
     expert = reference_policy("expert")
-    cutting = disturbing(expert, CUT_AT, relay.cut)  # between two steps: the next finds its connection gone
+    undisturbed = await evaluate(expert, SPECS, sessions=InProcess())
+    cut_at = (CUT_AFTER, len(undisturbed[0].actions) + CUT_AFTER)
+    cutting = disturbing(expert, cut_at, relay.cut)  # between two steps: the next finds its connection gone
     async with relay.running() as url:
         sessions = WebSocket(url)
         records = await evaluate(cutting, SPECS, agent="expert", sessions=sessions, concurrency=1)
-    undisturbed = await evaluate(expert, SPECS, sessions=InProcess())
 
-    assert relay.cuts == len(CUT_AT) and sessions.resumes == 0  # none was a late reply
+    assert relay.cuts == len(cut_at) and sessions.resumes == 0  # none was a late reply
     assert [r.failure for r in records] == [None] * len(SPECS)
     assert [trace(r) for r in records] == [trace(r) for r in undisturbed]
     # One episode at a time: each cut fell in the episode playing then, which resumed once for it.

@@ -96,14 +96,16 @@ def alert_table() -> str:
 
 def preset_table() -> str:
     rows = [
-        "| task | services | faults | strength | red herrings | metrics lag | log gaps | worsens | step budget |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| task | services | entry points | faults | chance a fault is drawn behind the user-facing layer | strength | red herrings "
+        "| metrics lag | log gaps | worsens | step budget |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, knobs in PRESETS.items():
         low, high = knobs.faults
         budget = f"{BUDGET_BASE} + {BUDGET_PER_FAULT} x {high} + {BUDGET_SLACK[name]} = {GENERATED_BUDGETS[name]}"
         rows.append(
-            f"| `gen_{name}` | {knobs.services[0]}-{knobs.services[1]} | {low if low == high else f'{low}-{high}'} "
+            f"| `gen_{name}` | {knobs.services[0]}-{knobs.services[1]} | {knobs.entry_points} "
+            f"| {low if low == high else f'{low}-{high}'} | {f'{knobs.deep_faults:.0%}' if knobs.deep_faults else '-'} "
             f"| {knobs.intensity[0]}-{knobs.intensity[1]} | {knobs.red_herrings} | {knobs.metrics_lag} "
             f"| {knobs.log_gaps} | {'yes' if knobs.intensify else 'no'} | {budget} |"
         )
