@@ -63,6 +63,7 @@ def test_task_counts_match_the_registry() -> None:
     assert f"- {len(TASKS)} tasks: the triage suite ({triage} curated" in README
     assert "four generated difficulties" in README and len(PRESETS) == 4
     assert f"{EVAL_INCIDENTS * len(PRESETS)} frozen evaluation incidents" in README
-    listed = f"the {EVAL_INCIDENTS} listed\nincidents per task are the frozen evaluation set (generator seeds 0-{EVAL_INCIDENTS - 1})"
+    listed = f"the {EVAL_INCIDENTS} listed\nincidents per task are the frozen evaluation set"
+    listed += f" (generator seeds 0-{EVAL_INCIDENTS - 1})"
     assert listed in WORLD
     assert f"({curated_other} curated scenarios of the two other systems" in README

@@ -96,8 +96,8 @@ def alert_table() -> str:
 
 def preset_table() -> str:
     rows = [
-        "| task | services | entry points | faults | chance a fault is drawn behind the user-facing layer | strength | red herrings "
-        "| metrics lag | log gaps | worsens | step budget |",
+        "| task | services | entry points | faults | chance a fault is drawn behind the user-facing layer "
+        "| strength | red herrings | metrics lag | log gaps | worsens | step budget |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, knobs in PRESETS.items():
