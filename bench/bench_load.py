@@ -38,16 +38,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from msgspec import Struct
-
-from service_incident.client import EnvClient
-from service_incident.models import Action, State
+from service_incident.models import Action
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 from bench_scale import percentile, server_cpu  # noqa: E402  (CPU of a server and its workers, from /proc)
-from bench_transport import policy  # noqa: E402  (the fixed episode)
+from bench_transport import LeanClient, policy  # noqa: E402  (the fixed episode, read by a lean client)
 from scale_support import ServerProcess  # noqa: E402  (`server --workers N` on a free port)
 
 TARGET_P99_MS = 50.0
@@ -60,20 +57,10 @@ LATE_S = 0.1
 # --- one load-generator process -----------------------------------------------------------------
 
 
-class Seen(Struct):
-    """What the fixed episode reads of an observation; the decoder skips the rest."""
-
-    services: list[str]
-
-
-class LoadClient(EnvClient[Action, Seen, State]):
-    pass
-
-
 class Pacer:
     """One session: its own schedule, a step a `period` from `first` on, until `stop`."""
 
-    def __init__(self, env: LoadClient, seed: int, task: str) -> None:
+    def __init__(self, env: LeanClient, seed: int, task: str) -> None:
         self.env, self.seed, self.task = env, seed, task
         self.actions: Iterator[Action] = iter(())  # what is left of the episode's fixed actions
         self.steps: list[float] = []  # round trips of steps sent within the window
@@ -118,7 +105,7 @@ async def generate(url: str, sessions: int, first_seed: int, task: str, period: 
     """Open `sessions`, say "ready", wait for the parent's "go START WINDOW_FROM WINDOW_TO" (monotonic
     seconds, one clock for every process on the machine), play, and print the results as JSON."""
     pacers = [
-        Pacer(LoadClient(url, connect_timeout_s=120, message_timeout_s=120), first_seed + i * 1000, task)
+        Pacer(LeanClient(url, connect_timeout_s=120, message_timeout_s=120), first_seed + i * 1000, task)
         for i in range(sessions)
     ]
     gate = asyncio.Semaphore(HANDSHAKES)
