@@ -88,7 +88,7 @@ def _events(state: TelemetryState, service: str, step: int) -> list[tuple[dateti
         until = now if fixed is None else clock(world, fixed) - timedelta(seconds=1)
         # A crashing container's events start once it has crashed, in the fault's second minute.
         crashed = timedelta(minutes=1 if kind.termination else 0)
-        for n, (reason, message) in enumerate(kind.events):
+        for n, (reason, message) in enumerate(kind.events_on(world.plan.by_name[service].tech)):
             first = began + crashed + timedelta(seconds=spread(5, 55, incident.id, service, reason, "first"))
             every = timedelta(seconds=spread(20, 300, incident.id, service, reason, "every"))
             if until < first:

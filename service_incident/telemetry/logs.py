@@ -25,6 +25,7 @@ from .phrases import (
     DATASTORE_WORK,
     REMEDY_LOGS,
     ROUTINE_LINES,
+    TECH_REMEDY_LOGS,
     TECH_WORK,
     incident_vocabulary,
 )
@@ -156,7 +157,8 @@ def _remedies(state: TelemetryState, service: str, step: int, end_ms: int, group
                 groups.append(([REMEDY_LOGS["restart"]], took_over - 1, took_over, old.name))
         else:
             # The change's own line comes from the pods after it.
-            groups.append(([REMEDY_LOGS[event.remedy]], done, min(end_ms, done + 30_000), ""))
+            line = TECH_REMEDY_LOGS.get((event.remedy, world.plan.by_name[service].tech), REMEDY_LOGS[event.remedy])
+            groups.append(([line], done, min(end_ms, done + 30_000), ""))
     return stops
 
 
