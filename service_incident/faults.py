@@ -119,6 +119,9 @@ class FaultType:
     through: str | None = None
     fanout: float = 0.0
     pushed_report: str | None = None
+    # Whether its failures fall on the requests that write (parse a payload), the code path its change
+    # touched, while the service's reads fare as every day.
+    fails_writes: bool = False
 
     def data_at_risk(self, kind: str) -> bool:
         return self.loses_writes and kind in RECORD_KINDS
@@ -285,6 +288,7 @@ FAULTS: Mapping[str, FaultType] = {
             change="deploy",
             touches=_PAYLOAD_CHANGES,
             lead=(1, 6),
+            fails_writes=True,
         ),
         FaultType(
             "canary_misconfiguration",
