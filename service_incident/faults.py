@@ -50,6 +50,8 @@ PROXY_TECHS = frozenset(TECHNOLOGIES["gateway"])
 # Log phrasings: technology (or "app" for any application runtime, "*" for any) -> alternatives, each
 # a group of lines the fault writes together. A service keeps one phrasing for the whole incident.
 Phrasings = Mapping[str, tuple[tuple[str, ...], ...]]
+# Orchestrator events: (reason, message).
+Events = tuple[tuple[str, str], ...]
 
 _EXCEPTION = {
     "jvm": 'ERROR req={hex:8} "{endpoint}" status=500 exception="{error}" build={version}',
@@ -103,8 +105,10 @@ class FaultType:
     # What the datastore's own diagnostics show, per technology ("*" for any); a cache's report is
     # "section: facts" lines, each replacing its calm section.
     db_report: Mapping[str, str] | None = None
-    # Orchestrator events: (reason, message); and the container's last termination, if it crashes.
-    events: tuple[tuple[str, str], ...] = ()
+    # Orchestrator events, and those of the technologies on which the fault reads otherwise; and the
+    # container's last termination, if it crashes.
+    events: Events = ()
+    tech_events: Mapping[str, Events] | None = None
     termination: str | None = None
     # Minutes the fault had been building before the page: (least, most).
     lead: tuple[int, int] = (2, 8)
@@ -115,6 +119,9 @@ class FaultType:
     through: str | None = None
     fanout: float = 0.0
     pushed_report: str | None = None
+    # Whether its failures fall on the requests that write (parse a payload), the code path its change
+    # touched, while the service's reads fare as every day.
+    fails_writes: bool = False
 
     def data_at_risk(self, kind: str) -> bool:
         return self.loses_writes and kind in RECORD_KINDS
@@ -122,6 +129,9 @@ class FaultType:
     def hosts(self, kind: str, dependency_kinds: Iterable[str]) -> bool:
         """Whether a service of this kind, calling dependencies of these kinds, can have the fault."""
         return kind in self.kinds and (self.through is None or self.through in dependency_kinds)
+
+    def events_on(self, tech: str) -> Events:
+        return (self.tech_events or {}).get(tech, self.events)
 
     def phrasings(self, tech: str) -> tuple[tuple[str, ...], ...]:
         logs = self.logs
@@ -278,6 +288,7 @@ FAULTS: Mapping[str, FaultType] = {
             change="deploy",
             touches=_PAYLOAD_CHANGES,
             lead=(1, 6),
+            fails_writes=True,
         ),
         FaultType(
             "canary_misconfiguration",
@@ -863,8 +874,14 @@ FAULTS: Mapping[str, FaultType] = {
             failure="write",
             loses_writes=True,
             lead=(1, 4),
-            # Replicas are ready only while linked to a primary: none is, so their probes fail.
+            # Replicas are ready only while linked to a primary: none is, so their probes fail. memcached
+            # replicates nothing: one of its servers is down, and its own probe fails.
             events=(("Unhealthy", "Readiness probe failed: replication link to primary down, no primary elected"),),
+            tech_events={
+                "memcached": (
+                    ("Unhealthy", "Readiness probe failed: dial tcp {ip}:11211: connect: connection refused"),
+                )
+            },
             # A cache's master is gone and no replica took over: the link is down, the offset stands still
             # and the replicas wait for a full resync; memcached's clients drop the dead server from the ring.
             db_report={

@@ -138,9 +138,29 @@ def test_a_cache_answers_its_own_diagnostics_with_each_faults_evidence(fault_typ
             assert facts[name] == wanted, (name, report)
     if fault_type != "connection_pool_exhaustion":
         assert facts["clients"] < facts["most_clients"] / 2, report
-    if fault_type == "replica_failover":
+    if fault_type == "replica_failover" and tech == "redis":
         # Health says so too: the replicas' readiness probes fail on the lost link.
         assert "replication link to primary down" in telemetry.health(cache, 0)
+
+
+def test_a_memcached_server_lost_reads_as_memcached_before_and_after_its_failover() -> None:
+    """memcached replicates nothing: the server its clients marked dead fails its own probe, and the fix
+    puts a spare in the ring; no view speaks of replicas, primaries or promotion."""
+    incident = _incident("replica_failover", 3, "cache", "memcached")
+    cache = incident.faults[0].service
+    world = World(incident)
+    telemetry = Telemetry(world, 0)
+    report, health = telemetry.db_query(cache, 0), telemetry.health(cache, 0)
+    dead = re.search(r"server (\S+:11211) marked dead", report)
+    assert dead, report
+    assert f"Readiness probe failed: dial tcp {dead.group(1)}: connect: connection refused" in health, health
+    world.advance()
+    world.remediate("failover", cache)
+    world.advance()
+    logs = telemetry.logs(cache, 2)
+    assert f"spare server joined the client ring in place of {dead.group(1)}" in logs, logs
+    for text in (report, health, logs, telemetry.health(cache, 2), telemetry.db_query(cache, 2)):
+        assert not re.search(r"\breplica\b|primary|master|promot", text), text
 
 
 def test_a_calm_cache_reads_calm_and_a_failover_promotes_its_master() -> None:

@@ -7,10 +7,15 @@ template with every drawn path segment or key written `{id}` and the query left 
 
 from __future__ import annotations
 
+import math
 import re
 from functools import cache
+from typing import TYPE_CHECKING
 
 from ..topology import KINDS, OPERATIONS
+
+if TYPE_CHECKING:
+    from ..world import ServiceState
 
 # A path segment, or the part of a key after its prefix, that holds a drawn field.
 _DRAWN = re.compile(r"[\w.-]*\{[^{}/]*\}[\w.-]*")
@@ -31,3 +36,32 @@ def operations(kind: str) -> tuple[str, ...]:
 def routes(kind: str) -> tuple[str, ...]:
     """The routes of a kind's requests, in the catalogue's order, each once."""
     return tuple(dict.fromkeys(route(template) for template in operations(kind)))
+
+
+def request_templates(kind: str) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The requests a service of this kind serves (a datastore's reads and writes) and which of them write."""
+    ops = OPERATIONS.get(kind)
+    templates = (*ops[0], *ops[1]) if ops else KINDS[kind].endpoints
+    return templates, frozenset(ops[1]) if ops else frozenset(t for t in templates if not t.startswith("GET"))
+
+
+def fails_writes(state: ServiceState) -> bool:
+    """Whether a service's own failures fall on its writes: a refused write, or a fault in the code that
+    parses their payloads."""
+    return state.fault_strength > 0.0 and (state.mode == "write" or state.fails_writes)
+
+
+def own_error(state: ServiceState) -> float:
+    """The share of a service's requests that fail of its own doing, not by a failing dependency."""
+    upstream_ok = math.prod(1.0 - share for _, share, _ in state.failing_upstreams)
+    return max(0.0, 1.0 - (1.0 - state.error_rate) / max(upstream_ok, 1e-9))
+
+
+def on_path(error: float, everyday: float, share: float, taken: bool) -> float:
+    """The error rate of requests on (`taken`) or off the code path a fault breaks, which carries `share`
+    of the requests: the path takes the failures beyond the everyday rate, up to all of its requests,
+    and the rest fare as every day but for what the path cannot take; both average to `error`."""
+    if not 0.0 < share < 1.0 or error <= everyday:
+        return error
+    path = min(1.0, everyday + (error - everyday) / share)
+    return path if taken else everyday + (error - everyday - (path - everyday) * share) / (1.0 - share)

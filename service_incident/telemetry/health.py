@@ -7,14 +7,18 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ..faults import FAULTS
-from ..world import ServiceState, fault_lead, spread, unit
+from ..world import fault_lead, spread, unit
 from .clock import age, clock
 from .deploys import canary_version, version
-from .pods import Pod, pods, pods_at
+from .pods import pods, pods_at
 from .templates import fill, rng_for
 
 if TYPE_CHECKING:
     from .state import TelemetryState
+
+
+# How far back the orchestrator's events are listed.
+_WINDOW = timedelta(minutes=15)
 
 
 def health(state: TelemetryState, service: str, step: int) -> str:
@@ -40,8 +44,9 @@ def health(state: TelemetryState, service: str, step: int) -> str:
             last = f" last_termination={pod.last_termination}" if pod.last_termination else ""
             lines.append(f"  pod {pod.name} pid={pod.pid} status={pod.status} restarts={pod.restarts} age={old}{last}")
     lines.append(_node(state, service, step))
-    events = _events(state, service, step, running, service_state)
-    lines.append("events (last 15m):" if events else "events (last 15m): none")
+    events = _events(state, service, step)
+    window = f"events (last {_WINDOW // timedelta(minutes=1)}m):"
+    lines.append(window if events else f"{window} none")
     lines += [f"  {age(now - at)} ago {text}" for at, text in sorted(events, reverse=True)[:6]]
     probe = "failed" if service_state.health == "down" else "passed"
     rt = "timeout" if probe == "failed" else f"{round(service_state.p50_ms * rng.uniform(0.5, 0.9))}ms"
@@ -63,10 +68,8 @@ def _node(state: TelemetryState, service: str, step: int) -> str:
     return f"node {name}: Ready; {sync}"
 
 
-def _events(
-    state: TelemetryState, service: str, step: int, running: list[Pod], service_state: ServiceState
-) -> list[tuple[datetime, str]]:
-    """The orchestrator's events of the last 15 minutes: a fault's, a failing probe's, the remedies'."""
+def _events(state: TelemetryState, service: str, step: int) -> list[tuple[datetime, str]]:
+    """The orchestrator's events of the window: a fault's, a failing probe's, the remedies'."""
     world = state.world
     now = clock(world, step)
     incident = world.incident
@@ -78,15 +81,19 @@ def _events(
         fixed = healed if healed is not None and healed <= step else None
         if fault.service != service or not (fixed is not None or strengths[index] > 0):
             continue
-        # Events fall between the fault's start and its fix, on pods that were running then; those
-        # of a fixed fault stay listed for the window, none after the fix.
+        # Each event recurs on its own period from the fault's start, on pods that were running then;
+        # the last occurrence is listed. A fixed fault's last is the one before its fix, the same in
+        # every later view and listed for the window.
         began = clock(world, -fault_lead(incident, fault, index))
         until = now if fixed is None else clock(world, fixed) - timedelta(seconds=1)
-        if now - until > timedelta(minutes=15):
-            continue
-        for n, (reason, message) in enumerate(kind.events):
-            ago = timedelta(seconds=spread(10, 400, incident.id, service, reason, step))
-            at = max(began, min(until, now - ago))
+        # A crashing container's events start once it has crashed, in the fault's second minute.
+        crashed = timedelta(minutes=1 if kind.termination else 0)
+        for n, (reason, message) in enumerate(kind.events_on(world.plan.by_name[service].tech)):
+            first = began + crashed + timedelta(seconds=spread(5, 55, incident.id, service, reason, "first"))
+            every = timedelta(seconds=spread(20, 300, incident.id, service, reason, "every"))
+            if until < first:
+                continue  # not yet occurred
+            at = first + every * ((until - first) // every)
             then = pods_at(state, service, at)
             if kind.termination:
                 then = [p for p in then if p.restarts]
@@ -94,24 +101,44 @@ def _events(
                     continue  # no container had crashed yet then
             pod = then[n % len(then)]
             at = max(at, pod.created)
+            if now - at > _WINDOW:
+                continue
             text = message.replace("{container}", service).replace("{ip}", pod.ip)
             text = fill(text, rng_for(0, incident.id, service, reason), {})
             found.append((at, f"Warning {reason} pod/{pod.name}: {text}"))
-    slow = service_state.p99_ms > 1000 or service_state.error_rate > 0.2
-    if service_state.health != "ok" and slow and not any("Unhealthy" in text for _, text in found):
-        at = now - timedelta(seconds=spread(10, 300, incident.id, service, "probe", step))
-        at = max([at, *(clock(world, s) for s in world.restarts(service, step))])
-        probe = "Readiness probe failed: context deadline exceeded"
-        pod = pods_at(state, service, at)[0]
-        found.append((max(at, pod.created), f"Warning Unhealthy pod/{pod.name}: {probe}"))
+    if not any("Unhealthy" in text for _, text in found) and (probe := _probe_failure(state, service, step)):
+        found.append(probe)
     for event in world.history:
         if event.service == service and event.step <= step:
             at = clock(world, event.step)
+            # What the rollout did then: the release and the replicas of its own step.
             rollout = {
                 "restart": "Normal ScalingReplicaSet: rollout restart, all pods replaced",
-                "rollback": f"Normal ScalingReplicaSet: rolled back to {version(world, service, step)}",
-                "scale_up": f"Normal ScalingReplicaSet: scaled up to {sum(not p.canary for p in running)} replicas",
+                "rollback": f"Normal ScalingReplicaSet: rolled back to {version(world, service, event.step)}",
+                "scale_up": "Normal ScalingReplicaSet: scaled up to "
+                f"{sum(not p.canary for p in pods(state, service, event.step))} replicas",
             }.get(event.remedy)
-            if rollout and now - at <= timedelta(minutes=15):
+            if rollout and now - at <= _WINDOW:
                 found.append((at, rollout))
     return found
+
+
+def _probe_failure(state: TelemetryState, service: str, step: int) -> tuple[datetime, str] | None:
+    """The readiness probe's last failure in the window, if the service failed it: it fails every few
+    seconds while the service is unhealthy and slow, and its last failure stays listed, at the time the
+    last view that saw it failing showed, once it passes."""
+    world = state.world
+    now = clock(world, step)
+    for failing in range(step, step - _WINDOW // timedelta(minutes=1) - 1, -1):
+        service_state = world.states_at(failing)[service]
+        slow = service_state.p99_ms > 1000 or service_state.error_rate > 0.2
+        if service_state.health == "ok" or not slow:
+            continue
+        at = clock(world, failing) - timedelta(seconds=spread(1, 10, world.incident.id, service, "probe", failing))
+        at = max([at, *(clock(world, s) for s in world.restarts(service, failing))])
+        pod = pods_at(state, service, at)[0]
+        at = max(at, pod.created)
+        if now - at > _WINDOW:
+            return None
+        return at, f"Warning Unhealthy pod/{pod.name}: Readiness probe failed: context deadline exceeded"
+    return None

@@ -18,6 +18,7 @@ from ..topology import KINDS, OPERATIONS, PORTS, ROUTINE_BY_TECH
 from ..world import Edge, World, distraction_onset, fault_lead, spread, unit
 from .clock import clock, epoch_ms, format_time, parse_time, stamp_ms
 from .deploys import canary_version, version
+from .endpoints import fails_writes, request_templates
 from .escalation import provider_name
 from .jobs import job_for, job_lines
 from .phrases import (
@@ -25,6 +26,7 @@ from .phrases import (
     DATASTORE_WORK,
     REMEDY_LOGS,
     ROUTINE_LINES,
+    TECH_REMEDY_LOGS,
     TECH_WORK,
     incident_vocabulary,
 )
@@ -130,7 +132,8 @@ def _evidence(world: World, service: str, step: int, begin_ms: int, end_ms: int)
     edges = {edge.dep: edge for edge in node.edges}
     for upstream, share, cause in world.states_at(step)[service].failing_upstreams:
         count = min(4, math.ceil(share * 8))
-        calls = [_caller_line(world, edges[upstream], cause, share) for _ in range(count)]
+        writes = fails_writes(world.states_at(step)[upstream])
+        calls = [_caller_line(world, edges[upstream], cause, share, writes) for _ in range(count)]
         groups.append((calls, begin_ms, end_ms, ""))
     for index, distraction in enumerate(incident.distractions):
         if distraction.service == service and step >= -distraction_onset(incident.id, index):
@@ -156,7 +159,8 @@ def _remedies(state: TelemetryState, service: str, step: int, end_ms: int, group
                 groups.append(([REMEDY_LOGS["restart"]], took_over - 1, took_over, old.name))
         else:
             # The change's own line comes from the pods after it.
-            groups.append(([REMEDY_LOGS[event.remedy]], done, min(end_ms, done + 30_000), ""))
+            line = TECH_REMEDY_LOGS.get((event.remedy, world.plan.by_name[service].tech), REMEDY_LOGS[event.remedy])
+            groups.append(([line], done, min(end_ms, done + 30_000), ""))
     return stops
 
 
@@ -292,7 +296,7 @@ def fault_lines(world: World, kind: FaultType, service: str, index: int, strengt
     return [phrasing[i % len(phrasing)] for i in range(count)]
 
 
-def _caller_line(world: World, edge: Edge, cause: str, share: float) -> str:
+def _caller_line(world: World, edge: Edge, cause: str, share: float, writes: bool) -> str:
     """How a caller logs a failed call: its words depend on how the call failed and on the caller."""
     dep_node = world.plan.by_name[edge.dep]
     dep_kind = dep_node.kind
@@ -303,6 +307,10 @@ def _caller_line(world: World, edge: Edge, cause: str, share: float) -> str:
         target = pick_fixed(ops[1] if cause == "write" else ops[0], edge.dep, edge.deadline_ms)
     else:
         endpoints = KINDS[dep_kind].endpoints
+        if writes:
+            # A dependency whose own failures fall on its writes fails the calls that write.
+            written = request_templates(dep_kind)[1]
+            endpoints = tuple(e for e in endpoints if e in written) or endpoints
         target = endpoints[int(unit(edge.dep, edge.deadline_ms) * len(endpoints))]
     where = {
         "named": f"upstream={edge.dep}",

@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 import msgspec
 
 from ..models import ERRORS_ONLY_FLOOR, EndpointMetrics, MetricPoint, Metrics
-from ..topology import KINDS, OPERATIONS
 from ..world import HISTORY_MINUTES, World, spread, unit
 from ..world.draws import WOBBLE_CHANNEL, WOBBLE_KEY, mix_lanes, pack, wobble_minute
 from .clock import clock, format_time
-from .endpoints import route
+from .endpoints import fails_writes, on_path, own_error, request_templates, route
 from .jobs import failing_jobs, jobs_of
 from .templates import rng_for
 
@@ -72,16 +71,9 @@ def filtered(metrics: Metrics, endpoint: str | None, errors_only: bool) -> Metri
     return msgspec.structs.replace(metrics, endpoints=rows)
 
 
-def _templates(kind: str) -> tuple[tuple[str, ...], frozenset[str]]:
-    """The requests a service of this kind serves (a datastore's reads and writes) and which of them write."""
-    ops = OPERATIONS.get(kind)
-    templates = (*ops[0], *ops[1]) if ops else KINDS[kind].endpoints
-    return templates, frozenset(ops[1]) if ops else frozenset(t for t in templates if not t.startswith("GET"))
-
-
 def endpoints(world: World, service: str) -> tuple[str, ...]:
     """The rows of a service's breakdown, by name: its request routes, then its background jobs."""
-    templates, _ = _templates(world.plan.by_name[service].kind)
+    templates, _ = request_templates(world.plan.by_name[service].kind)
     return (*dict.fromkeys(route(t) for t in templates), *(job.name for job in jobs_of(world, service)))
 
 
@@ -101,7 +93,7 @@ def _shape(state: TelemetryState, service: str) -> BreakdownShape:
         world = state.world
         iid = world.incident.id
         node = world.plan.by_name[service]
-        templates, writes = _templates(node.kind)
+        templates, writes = request_templates(node.kind)
         weights = [spread(0.5, 1.5, iid, service, template, "weight") for template in templates]
         total = sum(weights)
         requests = tuple(
@@ -131,13 +123,18 @@ def _breakdown(state: TelemetryState, service: str, minute: int) -> list[Endpoin
     rng = rng_for(state.seed, world.incident.id, service, "breakdown", minute)
     shape = _shape(state, service)
     write_share = shape.write_share
-    refusing = service_state.mode == "write" and service_state.fault_strength > 0.0 and write_share > 0.0
     error_rate, p99_ms, rps = service_state.error_rate, service_state.p99_ms, service_state.rps
+    # The service's own failures fall on its writes alone, or on every request alike. Off that path its
+    # requests fail as they would with its everyday errors (none for refused writes) and its dependencies'.
+    everyday = error_rate
+    if write_share and fails_writes(service_state):
+        calm = 0.0 if service_state.mode == "write" else world.plan.calm[service].error_rate
+        own = own_error(service_state)
+        if own > calm:
+            everyday = 1.0 - (1.0 - calm) * (1.0 - error_rate) / max(1.0 - own, 1e-9)
     rows = []
     for endpoint, writes, weight, p99_factor in shape.requests:
-        error = error_rate
-        if refusing:
-            error = min(1.0, error / write_share) if writes else 0.0
+        error = on_path(error_rate, everyday, write_share, writes)
         rows.append(_row(rng, endpoint, "request", rps * weight / shape.total_weight, error, p99_ms * p99_factor))
     failing = failing_jobs(world, service, minute)
     for name, runs, p99, idle_error in shape.jobs:

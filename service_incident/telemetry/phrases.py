@@ -146,3 +146,6 @@ REMEDY_LOGS = {
     "terminate_blocker": "LOG backend {blocker} ended: terminating connection due to administrator command",
     "resync_clock": "INFO chronyd: selected source time.internal; system clock stepped into sync",
 }
+# A remedy's line on a technology where it reads otherwise: memcached has no replica to promote, its
+# clients' ring takes a spare server in place of the dead one.
+TECH_REMEDY_LOGS = {("failover", "memcached"): "INFO spare server joined the client ring in place of {ip}:11211"}

@@ -16,7 +16,7 @@ import msgspec
 from ..faults import FailureMode
 from ..world import Edge, ServiceState, World
 from ..world.lognormal import Z99
-from .endpoints import operations, route, routes
+from .endpoints import fails_writes, on_path, operations, own_error, request_templates, route, routes
 from .jobs import minor_job
 from .templates import fill, rng_for
 
@@ -60,7 +60,7 @@ class _SpanSource(msgspec.Struct, frozen=True, gc=False):
     routes: tuple[str, ...]  # each operation's route
     p50_ms: float
     sigma: float
-    own_error: float
+    own_errors: tuple[float, ...]  # each operation's share failing of the service's own doing
     failure: str
     # A red herring's minor fault fails runs of a background job too, in its fault type's words.
     minor_error: float
@@ -138,7 +138,7 @@ def sample(state: TelemetryState, service: str, step: int) -> list[Request]:
     """The requests through a service the sampler searched at a step, in the order they were drawn."""
     world = state.world
     rng = rng_for(state.seed, world.incident.id, service, "traces", step)
-    span = _span_drawer(world, world.states_at(step), rng)
+    span = _span_drawer(world, step, rng)
     drawn = []
     for _ in range(TRACE_CANDIDATES):
         spans: list[_Span] = []
@@ -164,13 +164,20 @@ def _operations(kind: str) -> tuple[tuple[str, ...], tuple[bool, ...], tuple[str
     return templates, tuple("{" in template for template in templates), tuple(map(route, templates))
 
 
-def _span_source(world: World, service: str, states: dict[str, ServiceState]) -> _SpanSource:
+def _span_source(world: World, service: str, step: int) -> _SpanSource:
     node = world.plan.by_name[service]
-    state = states[service]
+    state = world.states_at(step)[service]
     templates, drawn, routes_ = _operations(node.kind)
     sigma = own_sigma(state)
-    upstream_ok = math.prod(1.0 - share for _, share, _ in state.failing_upstreams)
-    own_error = 1.0 - (1.0 - state.error_rate) / max(upstream_ok, 1e-9)
+    own = own_error(state)
+    own_errors = (own,) * len(templates)
+    if fails_writes(state):
+        # Its own failures fall on its writes, as the metrics' breakdown shows them.
+        written = request_templates(node.kind)[1]
+        taken = [template in written for template in templates]
+        calm = 0.0 if state.mode == "write" else world.plan.calm[service].error_rate
+        share = sum(taken) / len(taken)
+        own_errors = tuple(on_path(own, calm, share, t) for t in taken)
     return _SpanSource(
         edges=node.edges,
         operations=templates,
@@ -178,7 +185,7 @@ def _span_source(world: World, service: str, states: dict[str, ServiceState]) ->
         routes=routes_,
         p50_ms=state.self_p50_ms,
         sigma=sigma,
-        own_error=max(0.0, own_error),
+        own_errors=own_errors,
         # What the service returns, in words several fault types share: a trace localizes, it does not classify.
         failure=SPAN_STATUS[state.mode] if state.fault_strength else "error(500)",
         minor_error=state.minor_error,
@@ -188,7 +195,7 @@ def _span_source(world: World, service: str, states: dict[str, ServiceState]) ->
     )
 
 
-def _span_drawer(world: World, states: dict[str, ServiceState], rng: random.Random) -> _DrawSpan:  # noqa: C901
+def _span_drawer(world: World, step: int, rng: random.Random) -> _DrawSpan:  # noqa: C901
     """What draws a span and its children in one sample: a closure over what every span of the sample
     shares, since a trace view draws a couple of hundred spans and each call's cost counts."""
     # What a span of each service is drawn from, worked out once for all the candidates' spans.
@@ -203,7 +210,7 @@ def _span_drawer(world: World, states: dict[str, ServiceState], rng: random.Rand
         """A span and its children: its duration, its status, and the route of its operation."""
         source = sources.get(service)
         if source is None:
-            source = sources[service] = _span_source(world, service, states)
+            source = sources[service] = _span_source(world, service, step)
         choice = int(random_() * len(source.operations))
         op = source.operations[choice]
         if source.drawn[choice]:
@@ -225,7 +232,7 @@ def _span_drawer(world: World, states: dict[str, ServiceState], rng: random.Rand
         status = "ok"
         # One draw for both, so a service without a minor fault samples as it always has.
         draw = random_()
-        own_error = source.own_error
+        own_error = source.own_errors[choice]
         if draw < own_error:
             status = source.failure
         elif source.minor_error and edge is None and draw < own_error + source.minor_error * (1.0 - own_error):

@@ -71,6 +71,8 @@ class ServiceState(msgspec.Struct, frozen=True, gc=False):
     # work a trace starting at the service samples, though no caller's request meets it.
     minor_error: float = 0.0
     minor_mode: FailureMode = "error"
+    # Whether its own failures fall on its writes alone: a fault in the code that parses their payloads.
+    fails_writes: bool = False
 
     @property
     def latency_ms(self) -> float:
@@ -303,8 +305,9 @@ def _service_state(  # noqa: C901
     silent = 0.0
     health: ServiceHealth | None = None
     mode: FailureMode = "error"
+    fails_writes = False
     if faults:
-        own_ok, silent, self_p50, self_p99, cpu, memory, health, mode = _fault_effects(
+        own_ok, silent, self_p50, self_p99, cpu, memory, health, mode, fails_writes = _fault_effects(
             faults, n1, nw2, w1, of_record, own_ok, self_p50, self_p99, cpu, memory
         )
     if side is not None:
@@ -357,6 +360,7 @@ def _service_state(  # noqa: C901
         extra_error,
         minor_error,
         minor_mode,
+        fails_writes,
     )
 
 
@@ -371,12 +375,14 @@ def _fault_effects(
     self_p99: float,
     cpu: float,
     memory: float,
-) -> tuple[float, float, float, float, float, float, ServiceHealth | None, FailureMode]:
+) -> tuple[float, float, float, float, float, float, ServiceHealth | None, FailureMode, bool]:
     """A service's own faults on its baseline: (share of its own work that succeeds, share of calls that
-    fail silently, its own p50 and p99, CPU, memory, health and failure mode of the strongest)."""
+    fail silently, its own p50 and p99, CPU, memory, health, failure mode of the strongest, and whether
+    its failures fall on writes)."""
     silent = 0.0
     health: ServiceHealth | None = None
     mode: FailureMode = "error"
+    fails_writes = False
     strongest = 0.0
     for kind, strength in faults:
         own_ok *= 1.0 - min(1.0, kind.error_rate * strength * n1)
@@ -391,9 +397,10 @@ def _fault_effects(
             strongest = strength
             health = kind.health if strength >= 0.5 else "degraded"
             mode = kind.failure
+            fails_writes = kind.fails_writes
             if mode == "write" and not of_record:
                 mode = "refused"
-    return own_ok, silent, self_p50, self_p99, cpu, memory, health, mode
+    return own_ok, silent, self_p50, self_p99, cpu, memory, health, mode, fails_writes
 
 
 def _dependency_calls(
