@@ -804,12 +804,12 @@ FAULTS: Mapping[str, FaultType] = {
             {
                 "*": (
                     (
-                        'WARN req={hex:8} "{endpoint}" status=401 err="token used before issued: iat is {int:300:600}s in the future"',
-                        "WARN chronyd: no selectable sources; system clock offset -{int:300:600}.{int:100:999}s",
+                        'WARN req={hex:8} "{endpoint}" status=401 err="token used before issued: iat is {skew_s}s in the future"',
+                        "WARN chronyd: no selectable sources; system clock offset -{skew}s",
                     ),
                     (
                         'WARN req={hex:8} "{endpoint}" status=401 err="jwt not valid yet (nbf)"',
-                        "WARN ntp: time offset -{int:300:600}s exceeds 1s",
+                        "WARN ntp: time offset -{skew_s}s exceeds 1s",
                     ),
                 )
             },

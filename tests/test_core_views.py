@@ -18,7 +18,7 @@ from service_incident.tasks import TASKS
 from service_incident.telemetry import Scope, Telemetry
 from service_incident.telemetry.endpoints import operations, route, routes
 from service_incident.telemetry.jobs import jobs_of
-from service_incident.telemetry.traces import FAILED_SHOWN, TRACE_CANDIDATES, Request, breakdown, sample
+from service_incident.telemetry.traces import FAILED_SHOWN, TRACE_CANDIDATES, Request, breakdown, failed_shown, sample
 from service_incident.world import ServiceState, World
 
 REMEDIES = frozenset(action_name(remedy) for remedy in REMEDIATIONS)
@@ -169,6 +169,24 @@ def test_one_endpoint_and_failures_only_keep_the_view_short() -> None:
     both = telemetry.traces(entry, 0, Scope(endpoint, errors_only=True))
     assert [trace[0] for trace in _traces(both)] == [_heading(r) for r in mine if r.failed][:FAILED_SHOWN]
     assert len(both.splitlines()) < len(one.splitlines())
+
+
+def test_a_failing_endpoint_is_shown_beside_a_background_jobs_failing_runs() -> None:
+    def request(route: str, status: str, trace_id: int) -> Request:
+        return Request(route, 100.0, status, trace_id, [])
+
+    drawn = [
+        request("report-upload", "error(500)", 1),
+        request("GET /v1/items/{id}", "ok", 2),
+        request("report-upload", "error(500)", 3),
+        request("report-upload", "error(500)", 4),
+        request("GET /v1/items/{id}", "error(503)", 5),
+        request("POST /v1/items", "error(503)", 6),
+    ]
+    assert FAILED_SHOWN == 2
+    # The first failure of each route, in the order drawn, before a second of any.
+    assert [r.trace_id for r in failed_shown(drawn)] == [1, 5]
+    assert [r.trace_id for r in failed_shown(drawn[:4])] == [1, 3]
 
 
 def _heading(request: Request) -> str:

@@ -252,3 +252,21 @@ def test_a_live_canary_is_listed_beside_the_stable_pods_whatever_shipped_it() ->
     world.advance()
     world.remediate("rollback", service)
     assert list(_deployments(Telemetry(world, 1).health(service, 1))) == [service]
+
+
+_SKEW = re.compile(r"offset -(\d+)(?:\.\d+)?s|iat is (\d+)s in the future")
+
+
+def test_a_skewed_clock_reads_one_offset_in_every_line_and_view() -> None:
+    seen = set()
+    for seed in range(8):  # incidents whose logs draw every wording of the skew
+        incident = _incident("clock_skew", seed * 50)
+        skewed = incident.faults[0].service
+        telemetry = Telemetry(World(incident), seed)
+        text = "\n".join(telemetry.logs(skewed, step) + "\n" + telemetry.health(skewed, step) for step in range(3))
+        offsets = {int(a or b) for a, b in _SKEW.findall(text)}
+        # Containers share their node's clock and a verifier behind by N seconds sees fresh tokens issued
+        # N seconds ahead: one figure, whichever line or view prints it.
+        assert len(offsets) == 1, (incident.id, sorted(offsets))
+        seen |= {m.group(0).split()[0] for m in _SKEW.finditer(text)}
+    assert seen == {"offset", "iat"}

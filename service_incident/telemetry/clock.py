@@ -6,9 +6,11 @@ import time
 from datetime import datetime, timedelta
 from functools import lru_cache
 
-from ..world import World
+from ..world import World, unit
 
 STEP_MINUTES = 1
+# How far behind a skewed node's clock runs, in seconds: (least, most).
+SKEW_S = (300.0, 600.0)
 
 
 @lru_cache(maxsize=1024)
@@ -69,3 +71,10 @@ def age(delta: timedelta) -> str:
     if seconds < 172800:
         return f"{seconds // 3600}h"
     return f"{seconds // 86400}d"
+
+
+def skew_s(incident_id: str, service: str) -> float:
+    """How far behind the clock of a skewed service's node runs: one figure for every view and line that
+    prints it (containers share their node's clock, so every pod reads the same offset)."""
+    least, most = SKEW_S
+    return least + unit(incident_id, service, "skew") * (most - least)

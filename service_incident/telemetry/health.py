@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..faults import FAULTS
 from ..world import fault_lead, spread, unit
-from .clock import age, clock
+from .clock import age, clock, skew_s
 from .deploys import canary_version, version
 from .pods import pods, pods_at
 from .templates import fill, rng_for
@@ -62,7 +62,7 @@ def _node(state: TelemetryState, service: str, step: int) -> str:
     rng = rng_for(state.seed, incident.id, service, "node", step)
     skewed = any(kind.fix == "resync_clock" for kind, _ in world.fault_runs(service, step))
     if skewed:
-        sync = f"clock unsynchronized: chronyd: no selectable sources, offset +{rng.uniform(300, 600):.3f}s"
+        sync = f"clock unsynchronized: chronyd: no selectable sources, offset -{skew_s(incident.id, service):.3f}s"
     else:
         sync = f"clock synchronized to time.internal, offset {rng.uniform(-0.004, 0.004):+.4f}s"
     return f"node {name}: Ready; {sync}"

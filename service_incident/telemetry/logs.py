@@ -16,7 +16,7 @@ from ..herrings import HERRINGS, MINOR_STRENGTH, HerringType, minor_fault
 from ..incidents import Distraction
 from ..topology import KINDS, OPERATIONS, PORTS, ROUTINE_BY_TECH
 from ..world import Edge, World, distraction_onset, fault_lead, spread, unit
-from .clock import clock, epoch_ms, format_time, parse_time, stamp_ms
+from .clock import clock, epoch_ms, format_time, parse_time, skew_s, stamp_ms
 from .deploys import canary_version, version
 from .endpoints import fails_writes, request_templates
 from .escalation import provider_name
@@ -279,6 +279,8 @@ def line_context(world: World, service: str, step: int, pods: list[Pod]) -> dict
         "quota": str(100 + 50 * int(unit(incident.id, service, "quota") * 11)),
         "client": client_of(world, service),
         "provider": provider_name(world, service),
+        "skew": f"{skew_s(incident.id, service):.3f}",
+        "skew_s": str(int(skew_s(incident.id, service))),
         "table": table,
         "other_table": other_table,
         "blocker": blocker_pid(world, service),

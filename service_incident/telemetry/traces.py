@@ -23,8 +23,8 @@ from .templates import fill, rng_for
 if TYPE_CHECKING:
     from .state import TelemetryState
 
-# The whole view shows the first failed requests, the slowest and the fastest; a filtered one leaves
-# out what the filter does not ask for (the fastest, or every request that did not fail).
+# The whole view shows failed requests, the slowest and the fastest; a filtered one leaves out what the
+# filter does not ask for (the fastest, or every request that did not fail).
 FAILED_SHOWN = 2
 # The requests the sampler searches: the breakdown counts every one, the traces shown are picked from them.
 TRACE_CANDIDATES = 40
@@ -104,13 +104,25 @@ def traces(
         ordinary = ok[:1]  # the slowest
     else:
         ordinary = ok[:1] + ok[1:][-1:]  # the slowest and the fastest
-    kept = [r for r in shown if r.failed][:FAILED_SHOWN] + ordinary
+    kept = failed_shown(shown) + ordinary
     if not kept:
         lines.append("no sampled request matches")
     for request in kept:
         lines.append(f"trace {request.trace_id:08x} {request.total_ms:.0f}ms {request.status}")
         lines += [f"{'  ' * (depth + 1)}{name} {op} {ms:.0f}ms {st}" for depth, name, op, ms, st in request.spans]
     return "\n".join(lines)
+
+
+def failed_shown(requests: list[Request]) -> list[Request]:
+    """The failed requests a view shows, in the order drawn: the first of each route that failed before a
+    second of any, so a background job's failing runs do not hide the failing requests of an endpoint."""
+    failed = [r for r in requests if r.failed]
+    rank: dict[str, int] = {}
+    order = []
+    for index, request in enumerate(failed):
+        rank[request.route] = rank.get(request.route, -1) + 1
+        order.append((rank[request.route], index))
+    return [failed[index] for index in sorted(index for _, index in sorted(order)[:FAILED_SHOWN])]
 
 
 def _heading(sampled: int, endpoint: str | None, errors_only: bool) -> str:
