@@ -17,13 +17,14 @@ from service_incident.models import REMEDIATIONS, InspectLogs, InspectMetrics, I
 from service_incident.tasks import TASKS
 from service_incident.telemetry import Scope, Telemetry
 from service_incident.telemetry.endpoints import operations, route, routes
-from service_incident.telemetry.jobs import jobs_of
+from service_incident.telemetry.jobs import jobs_of, minor_job
 from service_incident.telemetry.traces import FAILED_SHOWN, TRACE_CANDIDATES, Request, breakdown, failed_shown, sample
 from service_incident.world import ServiceState, World
 
 REMEDIES = frozenset(action_name(remedy) for remedy in REMEDIATIONS)
 
 _ROW = re.compile(r"endpoint (.+): (\d+) requests, (\d+) failed, p99 (\d+|-)(?: ms)?")
+_JOB_ROW = re.compile(r"^job (.+): (\d+) runs, \d+ failed, p99 (?:\d+ ms|-)$", re.M)
 
 
 def _start(env: ServiceIncidentEnvironment, seed: int = 5) -> tuple[Observation, str]:
@@ -113,9 +114,12 @@ def test_traces_break_down_every_sampled_request_by_its_endpoint() -> None:
             text = telemetry.traces(spec.name, 0)
             requests = sample(telemetry.state, spec.name, 0)
             rows = _rows(text)
-            # One row per route the service serves, in the catalogue's order; together every sampled request.
+            # One row per route the service serves, in the catalogue's order, then one per background job
+            # whose runs were sampled; together every sampled request.
             assert list(rows) == list(routes(spec.kind))
-            assert sum(count for count, _, _ in rows.values()) == len(requests) == TRACE_CANDIDATES
+            runs = {m.group(1): int(m.group(2)) for m in _JOB_ROW.finditer(text)}
+            assert set(runs) == {r.route for r in requests} - set(rows)
+            assert sum(count for count, _, _ in rows.values()) + sum(runs.values()) == len(requests) == TRACE_CANDIDATES
             for endpoint, (count, failed, p99) in rows.items():
                 mine = sorted(r.total_ms for r in requests if r.route == endpoint)
                 assert failed == sum(r.failed for r in requests if r.route == endpoint) <= count == len(mine)
@@ -187,6 +191,32 @@ def test_a_failing_endpoint_is_shown_beside_a_background_jobs_failing_runs() -> 
     # The first failure of each route, in the order drawn, before a second of any.
     assert [r.trace_id for r in failed_shown(drawn)] == [1, 5]
     assert [r.trace_id for r in failed_shown(drawn[:4])] == [1, 3]
+
+
+def test_a_background_jobs_failing_runs_count_as_its_runs_never_as_an_endpoints_requests() -> None:
+    checked = 0
+    for seed in range(40):
+        incident = generate("hard", seed)
+        world = World(incident)
+        for service in {d.service for d in incident.distractions}:
+            job = minor_job(world, service)
+            if not job:
+                continue
+            telemetry = Telemetry(world, seed)
+            requests = sample(telemetry.state, service, 0)
+            runs = [r for r in requests if r.spans[0][2] == job]
+            if not runs:
+                continue
+            assert {r.route for r in runs} == {job}
+            text = telemetry.traces(service, 0)
+            rows = _rows(text)
+            kind = world.plan.by_name[service].kind
+            assert sum(row[0] for row in rows.values()) == len(requests) - len(runs)
+            assert set(rows) <= set(routes(kind))
+            failed = sum(r.failed for r in runs)
+            assert f"job {job}: {len(runs)} runs, {failed} failed, p99 " in text
+            checked += 1
+    assert checked >= 3
 
 
 def _heading(request: Request) -> str:

@@ -96,7 +96,10 @@ def traces(
     kind = state.world.plan.by_name[service].kind
     shown = [r for r in sampled if endpoint is None or r.route == endpoint]
     lines = [_heading(len(sampled), endpoint, errors_only)]
-    lines += breakdown(shown, routes(kind) if endpoint is None else (endpoint,), errors_only)
+    known = routes(kind)
+    # A background job's runs are no endpoint's requests: rows of their own, after the endpoints'.
+    jobs = tuple(dict.fromkeys(r.route for r in shown if r.route not in known)) if endpoint is None else ()
+    lines += breakdown(shown, known if endpoint is None else (endpoint,), errors_only, jobs)
     ok = sorted((r for r in shown if not r.failed), key=lambda r: -r.total_ms)
     if errors_only:
         ordinary = []
@@ -131,18 +134,24 @@ def _heading(sampled: int, endpoint: str | None, errors_only: bool) -> str:
     return f"sampled {sampled} requests" + (f"; shown: {', '.join(scope)}" if scope else "")
 
 
-def breakdown(requests: list[Request], endpoints: tuple[str, ...], errors_only: bool = False) -> list[str]:
-    """One line per endpoint: the requests sampled on it, how many failed, and their p99 (nearest rank).
+def breakdown(
+    requests: list[Request], endpoints: tuple[str, ...], errors_only: bool = False, jobs: tuple[str, ...] = ()
+) -> list[str]:
+    """One line per endpoint, then per background job: the requests (runs) sampled on it, how many
+    failed, and their p99 (nearest rank).
 
     A function of the sampled requests alone, so it reads the same for any service they came from."""
     lines = []
-    for endpoint in endpoints:
-        durations = sorted(r.total_ms for r in requests if r.route == endpoint)
-        failed = sum(r.failed for r in requests if r.route == endpoint)
+    for name, (row, counted) in [
+        *((e, ("endpoint", "requests")) for e in endpoints),
+        *((j, ("job", "runs")) for j in jobs),
+    ]:
+        durations = sorted(r.total_ms for r in requests if r.route == name)
+        failed = sum(r.failed for r in requests if r.route == name)
         if errors_only and not failed:
             continue
         p99 = f"p99 {durations[math.ceil(0.99 * len(durations)) - 1]:.0f} ms" if durations else "p99 -"
-        lines.append(f"endpoint {endpoint}: {len(durations)} requests, {failed} failed, {p99}")
+        lines.append(f"{row} {name}: {len(durations)} {counted}, {failed} failed, {p99}")
     return lines
 
 
@@ -242,6 +251,7 @@ def _span_drawer(world: World, step: int, rng: random.Random) -> _DrawSpan:  # n
         index = len(spans)
         spans.append(_PENDING)
         status = "ok"
+        route = source.routes[choice]
         # One draw for both, so a service without a minor fault samples as it always has.
         draw = random_()
         own_error = source.own_errors[choice]
@@ -249,9 +259,10 @@ def _span_drawer(world: World, step: int, rng: random.Random) -> _DrawSpan:  # n
             status = source.failure
         elif source.minor_error and edge is None and draw < own_error + source.minor_error * (1.0 - own_error):
             # A red herring's minor fault fails runs of a background job, which no caller's request waits
-            # on: they show where a trace starts at the service, at that job, never inside a request.
+            # on: they show where a trace starts at the service, at that job, never inside a request, and
+            # count as the job's runs, not as requests of the endpoint the draw fell on.
             status = source.minor_failure
-            op = source.minor_job
+            op = route = source.minor_job
         if depth < TRACE_DEPTH:
             for child in source.edges:
                 if random_() >= child.share:
@@ -268,7 +279,7 @@ def _span_drawer(world: World, step: int, rng: random.Random) -> _DrawSpan:  # n
             elif status == "ok" and random_() < source.call_error:
                 status = "error(500)"
         spans[index] = (depth, service, op, total, status)
-        return total, status, source.routes[choice]
+        return total, status, route
 
     return span
 
