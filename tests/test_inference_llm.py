@@ -24,7 +24,7 @@ from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.harness.cli import LLM_CALL_BUDGET
 from service_incident.harness.llm import FAILURES_TO_STOP, MAX_RETRIES, STILL_FIRING, delta_prompt, revealed
 from service_incident.harness.records import decode
-from service_incident.models import InspectLogs
+from service_incident.models import InspectLogs, InspectMetrics
 from service_incident.tasks import TASKS
 
 EASY = TASKS["easy"].incidents
@@ -338,3 +338,19 @@ def test_a_chat_turn_keeps_an_alert_that_is_still_firing_in_view() -> None:
     # Nothing else new: the turn says nothing changed, and still lists every page that fires.
     quiet = delta_prompt(after, after)
     assert "nothing changed" in quiet and all(f"{a.service} {a.signal}" in quiet for a in firing[1:])
+
+
+def test_a_chat_turn_shows_a_view_taken_again_even_where_it_reads_as_before() -> None:
+    """A second look that reads as the first (a log backlog, a quiet service) is news of its own minute."""
+    env = ServiceIncidentEnvironment()
+    first = env.reset(task_id="gen_easy", seed=0)
+    target = first.services[-1]
+    before = env.step(InspectLogs(target=target, rationale="look"))
+    after = env.step(InspectMetrics(target=target, rationale="look further"))
+    # The logs asked for again: the same text at a later minute, as a log backlog reads.
+    minutes = {**after.as_of, "logs": {**after.as_of["logs"], target: "23:59"}}
+    after = msgspec.structs.replace(after, as_of=minutes)
+    assert before.taken("visible_logs", target) != after.taken("visible_logs", target)
+    turn = delta_prompt(before, after)
+    assert f"--- logs of {target} (as of {after.taken('visible_logs', target)}) ---" in turn
+    assert before.visible_logs[target] in turn

@@ -336,7 +336,7 @@ def _changes(before: Observation, after: Observation) -> dict[str, Any]:
     changed: dict[str, Any] = {}
     for key, value in new.items():
         previous = old.get(key)
-        if key in _FIXED or value == previous:
+        if key in _FIXED:
             continue
         if isinstance(value, dict) and isinstance(previous, dict):
             # A view taken again is shown again, under its new minute, even where it reads as it did.
@@ -345,6 +345,8 @@ def _changes(before: Observation, after: Observation) -> dict[str, Any]:
             }
             if entries:  # not when entries were only dropped
                 changed[key] = entries
+        elif value == previous:
+            continue
         elif isinstance(value, list) and isinstance(previous, list):
             changed[key] = [item for item in value if item not in previous]
         else:
