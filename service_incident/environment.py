@@ -46,6 +46,7 @@ from .telemetry import (
     minute,
 )
 from .telemetry.escalation import acknowledgement
+from .telemetry.logs import in_backlog
 from .world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS, World
 
 MAX_SEED = 2**63 - 1
@@ -357,7 +358,7 @@ class ServiceIncidentEnvironment:
         shown = {look.service}
         if look.view == "traces":
             shown |= _reachable(world, look.service, TRACE_DEPTH)
-        if look.view == "logs" and world.incident.log_gaps.get(look.service) == "empty":
+        if look.view == "logs" and in_backlog(world.incident, look.service, look.step):
             shown = set()
         # A metrics view shows its minute-by-minute history too: every figure in it was seen.
         seen = look.text if look.metrics is None else f"{look.text} {_METRICS_TEXT.encode(look.metrics).decode()}"

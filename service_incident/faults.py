@@ -585,17 +585,18 @@ FAULTS: Mapping[str, FaultType] = {
         FaultType(
             "cache_eviction",
             ("cache",),
+            # The hit ratio is printed in the cache's everyday words: its value is the evidence.
             {
                 "redis": (
                     (
                         "WARN maxmemory reached ({maxmemory}); evicted_keys={int:40000:90000} in last 60s",
-                        "INFO keyspace_hits_ratio=0.{int:20:45}",
+                        "INFO connected_clients={int:40:160} keyspace_hits_ratio=0.{int:20:45}",
                     ),
                 ),
                 "*": (
                     (
                         "WARN evictions={int:40000:90000} in last 60s, limit_maxbytes reached",
-                        "INFO get_hits ratio 0.{int:20:45}",
+                        "INFO curr_connections={int:40:160} get_hits ratio 0.{int:20:45}",
                     ),
                 ),
             },
@@ -831,7 +832,7 @@ FAULTS: Mapping[str, FaultType] = {
                     ),
                     (
                         "ERROR call to {provider} failed: connect timeout after {int:2000:5000}ms",
-                        "WARN {provider} health check failing for {int:2:9} minutes",
+                        "WARN {provider} health check failing for {failing_min} minutes",
                     ),
                 )
             },

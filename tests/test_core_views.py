@@ -8,6 +8,7 @@ import re
 
 from msgspec import structs
 
+from service_incident import dataset
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.generator import generate
 from service_incident.harness.agents import ExpertAgent, explained_failures, trace_origins
@@ -305,3 +306,20 @@ def test_after_a_fix_the_expert_looks_at_what_still_fails_and_every_look_is_acce
                 assert any(r.action in REMEDIES for r in obs.action_history)
                 assert "shown: failed requests only" in obs.visible_traces[action.target]
     assert scoped
+
+
+def test_a_log_backlog_on_a_root_drains_and_a_later_look_reads_its_lines() -> None:
+    """Log shipping that delivers nothing is a backlog, not a blackout: a later look shows the fault's
+    own lines, and the environment counts that look as evidence where the empty one was none."""
+    for seed in range(6):
+        incident = dataset.training_incident("hard", seed)
+        root = incident.faults[0].service
+        gapped = structs.replace(incident, log_gaps={root: "empty"})
+        telemetry = Telemetry(World(gapped), seed)
+        looks = [telemetry.look("logs", root, step) for step in range(8)]
+        empty = [step for step, look in enumerate(looks) if "log shipper backlog" in look.text]
+        assert empty and empty == list(range(len(empty))) and len(empty) < 5, empty
+        drained = looks[len(empty)]
+        assert drained.changed and drained.text.count("\n") >= 2
+        # What a drained view shows is the service's own lines, as with no gap at all.
+        assert drained.text == Telemetry(World(incident), seed).logs(root, drained.step)

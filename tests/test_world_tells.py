@@ -13,7 +13,9 @@ from service_incident.telemetry import Telemetry
 from service_incident.telemetry.jobs import JOBS
 from service_incident.telemetry.pages import ALERT_RULES
 from service_incident.telemetry.phrases import TECH_WORK, incident_vocabulary
+from service_incident.topology import ROUTINE_BY_TECH
 from service_incident.world import World
+from service_incident.world.plan import technology
 from service_incident.world.standout import CLEAR_MARGIN, Everyday, margins, stands_out
 
 MEMORY_RISE_POINTS = 8.0
@@ -124,3 +126,29 @@ def test_one_everyday_world_serves_every_fault_strength_tried_on_a_draft() -> No
         faults = [structs.replace(f, intensity=strength, peak=strength) for f in incident.faults]
         tried = structs.replace(incident, faults=faults)
         assert margins(tried, everyday) == margins(tried)
+
+
+def _template(text: str) -> str:
+    """A log line's words with its numbers and placeholders masked: what a template count sees."""
+    numbers = re.sub(r"\d+(?:\.\d+)?", "#", re.sub(r"\{[^}]*\}", "0", text))
+    return re.sub(r"\s+", " ", numbers).strip()
+
+
+def test_an_evicting_cache_reports_its_hit_ratio_in_its_everyday_words() -> None:
+    knobs = Knobs(services=(5, 7), fault_types=("cache_eviction",))
+    checked = set()
+    for seed in range(12):
+        incident = generate(knobs, seed)
+        root = incident.faults[0].service
+        tech = technology(incident, root)
+        everyday = {_template(line.split(" ", 1)[1]) for line in ROUTINE_BY_TECH[tech] if "hit" in line}
+        lines = [
+            line.split("]: ", 1)[1]
+            for step in range(3)
+            for line in Telemetry(World(incident), seed).logs(root, step).splitlines()
+            if "hits" in line and "]: " in line
+        ]
+        # The ratio's value is the evidence; a wording only an evicting cache prints would be a tell.
+        assert lines and {_template(line.split(" ", 1)[1]) for line in lines} <= everyday, (tech, lines)
+        checked.add(tech)
+    assert checked == {"redis", "memcached"}

@@ -224,7 +224,7 @@ def test_a_live_canary_is_listed_beside_the_stable_pods_whatever_shipped_it() ->
     """Every release whose newest entry is a canary, the one that broke something or a bystander's,
     runs a canary deployment beside the stable one: the canary runs the new release, the stable pods
     the one before, and the canary's lines name a pod health lists. A rollback ends it."""
-    culprits = bystanders = 0
+    culprits = bystanders = reported = 0
     for seed in range(80):
         incident = generate("hard", seed) if seed % 2 else _incident("canary_misconfiguration", seed)
         world = World(incident)
@@ -242,10 +242,15 @@ def test_a_live_canary_is_listed_beside_the_stable_pods_whatever_shipped_it() ->
             assert listed[f"{service}-canary"][0] == history[0].split()[2]
             assert listed[service][0] == history[1].split()[2].rstrip(":")
             pods = {pod for _, members in listed.values() for pod in members}
-            named = re.findall(r"pod=(\S+)", telemetry.logs(service, 0))
+            lines = telemetry.logs(service, 0).splitlines()
+            named = re.findall(r"pod=(\S+)", "\n".join(lines))
             assert set(named) <= pods, (named, pods)
             assert shipped <= bool(named)
-    assert culprits >= 10 and bystanders >= 3, (culprits, bystanders)
+            # The rollout's own lines (its traffic share, its error ratio) come from the canary's pod.
+            rollout = [line.split()[1] for line in lines if " canary v" in line]
+            assert set(rollout) <= set(listed[f"{service}-canary"][1]), (rollout, listed)
+            reported += bool(rollout)
+    assert culprits >= 10 and bystanders >= 3 and reported >= 5, (culprits, bystanders, reported)
     incident = _incident("canary_misconfiguration", 1)
     world = World(incident)
     service = incident.faults[0].service
@@ -270,3 +275,23 @@ def test_a_skewed_clock_reads_one_offset_in_every_line_and_view() -> None:
         assert len(offsets) == 1, (incident.id, sorted(offsets))
         seen |= {m.group(0).split()[0] for m in _SKEW.finditer(text)}
     assert seen == {"offset", "iat"}
+
+
+def test_a_failing_partner_health_check_counts_up_with_the_clock() -> None:
+    """ "failing for N minutes" is the time since the fault began: later looks read more, never less."""
+    knobs = Knobs(services=(5, 7), fault_types=("external_dependency_failure",))
+    checked = 0
+    for seed in range(30):
+        incident = generate(knobs, seed)
+        root = incident.faults[0].service
+        telemetry = Telemetry(World(incident), seed)
+        counts = [
+            sorted({int(n) for n in re.findall(r"health check failing for (\d+) minutes", telemetry.logs(root, step))})
+            for step in range(4)
+        ]
+        if all(counts):
+            assert all(len(c) == 1 for c in counts) and [c[0] for c in counts] == list(
+                range(counts[0][0], counts[0][0] + 4)
+            )
+            checked += 1
+    assert checked >= 3, checked

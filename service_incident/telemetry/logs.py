@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ..faults import FAULTS, FaultType
 from ..herrings import HERRINGS, MINOR_STRENGTH, HerringType, minor_fault
-from ..incidents import Distraction
+from ..incidents import Distraction, Incident
 from ..topology import KINDS, OPERATIONS, PORTS, ROUTINE_BY_TECH
 from ..world import Edge, World, distraction_onset, fault_lead, spread, unit
 from .clock import clock, epoch_ms, format_time, parse_time, skew_s, stamp_ms
@@ -38,6 +38,9 @@ if TYPE_CHECKING:
     from .state import TelemetryState
 
 LOG_WINDOW_S = 120
+# A log shipper's backlog drains: a service whose lines stopped arriving delivers them again from a
+# step in this range (the page is step 0), so a later look reads what the first could not.
+BACKLOG_DRAINS = (2, 4)
 # The side work every service shows now and then, whether or not anything is wrong with it.
 _EVERYDAY = tuple(herring for herring in HERRINGS.values() if herring.everyday)
 # Lines only the pods whose containers crash write.
@@ -58,7 +61,7 @@ _Timed = tuple[Pod, int, int]
 def logs(state: TelemetryState, service: str, step: int) -> str:
     world, incident = state.world, state.world.incident
     gap = incident.log_gaps.get(service)
-    if gap == "empty":
+    if in_backlog(incident, service, step):
         return f"(no log lines received from {service} in the last {LOG_WINDOW_S} s: log shipper backlog)"
     rng = rng_for(state.seed, incident.id, service, "logs", step)
     node = world.plan.by_name[service]
@@ -88,6 +91,14 @@ def logs(state: TelemetryState, service: str, step: int) -> str:
         for template in lines
     )
     return _write(state, service, step, [(moment, template, who) for moment, _, template, who in placed], stops, rng)
+
+
+def in_backlog(incident: Incident, service: str, step: int) -> bool:
+    """Whether a service's log shipping still delivers nothing at a step (its backlog not drained)."""
+    if incident.log_gaps.get(service) != "empty":
+        return False
+    low, high = BACKLOG_DRAINS
+    return step < low + int(unit(incident.id, service, "backlog") * (high - low + 1))
 
 
 def _kept(
@@ -227,8 +238,9 @@ def _write(
         else:
             choices = [timed for timed in running if timed[0].name == who]
         choices = choices or pool
-        if "{canary}" in template:
-            # A canary's failures are its own pod's lines: the stable pods never served those requests.
+        if "{canary}" in template or "{canary_version}" in template:
+            # A canary's failures and its rollout's status are its own pod's lines: the stable pods never
+            # served those requests, nor run that release.
             choices = [timed for timed in choices if timed[0].canary] or choices
         draw = unit(iid, service, moment_ms) if who == _KEYED else rng.random()
         pod, _, started_s = choices[int(draw * len(choices))]
@@ -279,6 +291,7 @@ def line_context(world: World, service: str, step: int, pods: list[Pod]) -> dict
         "quota": str(100 + 50 * int(unit(incident.id, service, "quota") * 11)),
         "client": client_of(world, service),
         "provider": provider_name(world, service),
+        "failing_min": str(_failing_minutes(world, service, step)),
         "skew": f"{skew_s(incident.id, service):.3f}",
         "skew_s": str(int(skew_s(incident.id, service))),
         "table": table,
@@ -286,6 +299,13 @@ def line_context(world: World, service: str, step: int, pods: list[Pod]) -> dict
         "blocker": blocker_pid(world, service),
         "ip": pods[0].ip if pods else "10.0.0.1",
     }
+
+
+def _failing_minutes(world: World, service: str, step: int) -> int:
+    """How long the first fault of a service has been running at a step: a count that moves with the clock."""
+    incident = world.incident
+    lead = next((fault_lead(incident, f, i) for i, f in enumerate(incident.faults) if f.service == service), 0)
+    return max(1, lead + step)
 
 
 def fault_lines(world: World, kind: FaultType, service: str, index: int, strength: float) -> list[str]:

@@ -92,7 +92,8 @@ class Telemetry:
         """What a view is rendered from besides the clock: faults' strengths and demand, and the remedies applied."""
         world = self.world
         at = self.lagged(step) if view == "metrics" else step
-        return world.strengths(at), world.demands(at), len(world.history), tuple(world.restarts(service, at))
+        drained = view == "logs" and not logs.in_backlog(world.incident, service, step)
+        return world.strengths(at), world.demands(at), len(world.history), tuple(world.restarts(service, at)), drained
 
     def logs(self, service: str, step: int) -> str:
         return logs.logs(self.state, service, step)
