@@ -122,6 +122,9 @@ class FaultType:
     # Whether its failures fall on the requests that write (parse a payload), the code path its change
     # touched, while the service's reads fare as every day.
     fails_writes: bool = False
+    # How the service's calls to its outside party end while it runs ("" when the fault is its own):
+    # its client span to that party shows the failure.
+    partner_failure: str = ""
 
     def data_at_risk(self, kind: str) -> bool:
         return self.loses_writes and kind in RECORD_KINDS
@@ -636,6 +639,7 @@ FAULTS: Mapping[str, FaultType] = {
             error_rate=0.3,
             latency_ms=500,
             lead=(2, 8),
+            partner_failure="error(429)",
         ),
         FaultType(
             "db_deadlock",
@@ -841,6 +845,7 @@ FAULTS: Mapping[str, FaultType] = {
             latency_ms=2400,
             cpu_pct=20,
             lead=(1, 6),
+            partner_failure="timeout",
         ),
         FaultType(
             "replica_failover",

@@ -59,7 +59,11 @@ def interrupt_midway(
     def run() -> None:
         while len(done) < after:
             threading.Event().wait(0.005)
-        seen["active_sessions"] = httpx.get(f"{victim.url}/health").json()["active_sessions"]
+        # A balancer that saw this server go in the run before keeps new sessions off it for a while:
+        # wait (within the run) until it serves some, so that it goes with sessions in flight.
+        while (active := httpx.get(f"{victim.url}/health").json()["active_sessions"]) == 0 and len(done) < 2 * after:
+            threading.Event().wait(0.05)
+        seen["active_sessions"] = active
         victim.signal(signum)
         victim.start()
         seen["restarted"] = 1

@@ -408,12 +408,12 @@ def _shows_fault(world: World, telemetry: Telemetry, calm: World, index: int, st
         for line in telemetry.logs(service, step).splitlines()
         if _at(line.split()[0]) > since and any(sig in line for sig in signatures)
     ]
-    # Spans a service starts failing with no fault at all (its background errors) are not the fault's.
-    spans = any(
-        _originating(Telemetry(world, seed).traces(service, step), service)
-        - _originating(Telemetry(calm, seed).traces(service, step), service)
-        for seed in range(3)
+    # Spans a service starts failing with no fault at all (its background errors, a fraction of a
+    # percent, which a sample of 40 shows or not by luck) are not the fault's.
+    background = set().union(
+        *(_originating(Telemetry(calm, seed).traces(service, step), service) for seed in range(12))
     )
+    spans = any(_originating(Telemetry(world, seed).traces(service, step), service) - background for seed in range(3))
     now, then = world.states_at(step)[service], calm.states_at(step)[service]
     # A surge's requests outlast its fix (they come from outside): serving them costs CPU and queueing,
     # which is traffic, not the fault; what the fix ends is the failing.

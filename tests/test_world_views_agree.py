@@ -12,6 +12,7 @@ from service_incident.faults import FAULTS, RELEASE_CHANGES, Remedy, change_text
 from service_incident.generator import Knobs, generate
 from service_incident.incidents import Incident
 from service_incident.telemetry import Telemetry
+from service_incident.telemetry.escalation import partner_call
 from service_incident.telemetry.traces import sample
 from service_incident.world import World
 
@@ -295,3 +296,29 @@ def test_a_failing_partner_health_check_counts_up_with_the_clock() -> None:
             )
             checked += 1
     assert checked >= 3, checked
+
+
+@pytest.mark.parametrize(
+    ("fault_type", "status"), [("external_dependency_failure", "timeout"), ("upstream_rate_limit", "error(429)")]
+)
+def test_a_partners_failure_shows_on_the_callers_own_client_span_to_it(fault_type: str, status: str) -> None:
+    """A service calls its outside party on some requests, as a client span of its own: ok on every day,
+    failing with the fault's status when the failures are the party's, on roots and bystanders alike."""
+    knobs = Knobs(services=(6, 8), fault_types=(fault_type,))
+    failing = calling_bystanders = 0
+    for seed in range(10):
+        incident = generate(knobs, seed)
+        root = incident.faults[0].service
+        telemetry = Telemetry(World(incident), seed)
+        kinds = {spec.name: spec.kind for spec in incident.services}
+        for spec in incident.services:
+            clients = [line.split() for line in telemetry.traces(spec.name, 0).splitlines() if " https://" in line]
+            # Each names the party its own service's kind calls: a client span, never a service of the topology.
+            assert all(" ".join(words[1:3]) == partner_call(kinds[words[0]]) for words in clients), clients
+            own = [words for words in clients if words[0] == spec.name]
+            if spec.name == root:
+                failing += any(words[-1] == status for words in own)
+            else:
+                assert all(words[-1] == "ok" for words in clients if words[0] != root), clients
+                calling_bystanders += bool(own)
+    assert failing >= 8 and calling_bystanders >= 10, (failing, calling_bystanders)

@@ -28,6 +28,22 @@ PROVIDER_NAMES: Mapping[str, str] = {
 }
 
 
+# The call a service of each kind makes to that outside party, as its own client span names it.
+PARTNER_CALLS: Mapping[str, str] = {
+    "gateway": "POST https://api.edge-partner.example/v1/bot-score",
+    "auth": "POST https://idp.example/oauth2/token",
+    "payments": "POST https://api.payment-processor.example/v1/charges",
+    "search": "GET https://api.search-vendor.example/v2/query",
+    "notifications": "POST https://api.messaging-provider.example/v1/messages",
+}
+PARTNER_CALL = "POST https://api.partner.example/v2/requests"
+
+
+def partner_call(kind: str) -> str:
+    """The operation of a service's client span to its outside party."""
+    return PARTNER_CALLS.get(kind, PARTNER_CALL)
+
+
 def provider_name(world: World, service: str) -> str:
     """What a service's own lines call the outside party it relies on."""
     return PROVIDER_NAMES.get(world.incident.service(service).kind, PARTNER_NAME)

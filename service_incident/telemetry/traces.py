@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from ..faults import FailureMode
+from ..faults import APP_KINDS, FailureMode
 from ..world import Edge, ServiceState, World
 from ..world.lognormal import Z99
 from .endpoints import fails_writes, on_path, operations, own_error, request_templates, route, routes
+from .escalation import partner_call
 from .jobs import minor_job
 from .templates import fill, rng_for
 
@@ -48,6 +49,10 @@ _GAVE_UP = ("timeout", "cancelled")
 # Operation templates name no context fields: every drawn part of one is drawn from the rng.
 _NO_CONTEXT: dict[str, str] = {}
 _TWO_PI = 2.0 * math.pi  # as random.gauss has it
+# Services that call an outside party (a provider or partner) on some of their requests, as a client
+# span of their own under the request's span, taking part of its own time.
+PARTNER_CALLERS = frozenset((*APP_KINDS, "gateway"))
+PARTNER_SHARE = 0.3
 
 
 # msgspec Structs, not frozen dataclasses: a sample builds dozens of each, and a Struct is built in C.
@@ -67,6 +72,8 @@ class _SpanSource(msgspec.Struct, frozen=True, gc=False):
     minor_failure: str
     minor_job: str
     call_error: float
+    partner_op: str  # its client span to its outside party, "" for a service that calls none
+    partner_failure: str  # that span's status when its own failures are the party's, else ""
 
 
 class Request(msgspec.Struct, frozen=True):
@@ -213,6 +220,8 @@ def _span_source(world: World, service: str, step: int) -> _SpanSource:
         minor_failure=SPAN_STATUS[state.minor_mode],
         minor_job=minor_job(world, service) if state.minor_error else "",
         call_error=max(0.0, state.call_failure - state.error_rate),
+        partner_op=partner_call(node.kind) if node.kind in PARTNER_CALLERS else "",
+        partner_failure=state.partner_failure if state.fault_strength else "",
     )
 
 
@@ -263,6 +272,16 @@ def _span_drawer(world: World, step: int, rng: random.Random) -> _DrawSpan:  # n
             # count as the job's runs, not as requests of the endpoint the draw fell on.
             status = source.minor_failure
             op = route = source.minor_job
+        if source.partner_op and depth < TRACE_DEPTH:
+            # A failure of the outside party's is a failed call to it; other requests call it now and
+            # then. Its draws are taken whatever the request does, so one herring leaves others' alone.
+            calls = random_() < PARTNER_SHARE
+            share = 0.4 + 0.5 * random_()
+            failed = draw < own_error and bool(source.partner_failure)
+            if (failed or calls) and route != source.minor_job:
+                spans.append(
+                    (depth + 1, service, source.partner_op, total * share, source.partner_failure if failed else "ok")
+                )
         if depth < TRACE_DEPTH:
             for child in source.edges:
                 if random_() >= child.share:

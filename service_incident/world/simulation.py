@@ -73,6 +73,8 @@ class ServiceState(msgspec.Struct, frozen=True, gc=False):
     minor_mode: FailureMode = "error"
     # Whether its own failures fall on its writes alone: a fault in the code that parses their payloads.
     fails_writes: bool = False
+    # How its calls to its outside party end when its own failures are that party's ("" otherwise).
+    partner_failure: str = ""
 
     @property
     def latency_ms(self) -> float:
@@ -306,8 +308,9 @@ def _service_state(  # noqa: C901
     health: ServiceHealth | None = None
     mode: FailureMode = "error"
     fails_writes = False
+    partner_failure = ""
     if faults:
-        own_ok, silent, self_p50, self_p99, cpu, memory, health, mode, fails_writes = _fault_effects(
+        own_ok, silent, self_p50, self_p99, cpu, memory, health, mode, fails_writes, partner_failure = _fault_effects(
             faults, n1, nw2, w1, of_record, own_ok, self_p50, self_p99, cpu, memory
         )
     if side is not None:
@@ -361,6 +364,7 @@ def _service_state(  # noqa: C901
         minor_error,
         minor_mode,
         fails_writes,
+        partner_failure,
     )
 
 
@@ -375,14 +379,15 @@ def _fault_effects(
     self_p99: float,
     cpu: float,
     memory: float,
-) -> tuple[float, float, float, float, float, float, ServiceHealth | None, FailureMode, bool]:
+) -> tuple[float, float, float, float, float, float, ServiceHealth | None, FailureMode, bool, str]:
     """A service's own faults on its baseline: (share of its own work that succeeds, share of calls that
     fail silently, its own p50 and p99, CPU, memory, health, failure mode of the strongest, and whether
-    its failures fall on writes)."""
+    its failures fall on writes, and how its calls to its outside party end)."""
     silent = 0.0
     health: ServiceHealth | None = None
     mode: FailureMode = "error"
     fails_writes = False
+    partner_failure = ""
     strongest = 0.0
     for kind, strength in faults:
         own_ok *= 1.0 - min(1.0, kind.error_rate * strength * n1)
@@ -398,9 +403,10 @@ def _fault_effects(
             health = kind.health if strength >= 0.5 else "degraded"
             mode = kind.failure
             fails_writes = kind.fails_writes
+            partner_failure = kind.partner_failure
             if mode == "write" and not of_record:
                 mode = "refused"
-    return own_ok, silent, self_p50, self_p99, cpu, memory, health, mode, fails_writes
+    return own_ok, silent, self_p50, self_p99, cpu, memory, health, mode, fails_writes, partner_failure
 
 
 def _dependency_calls(
