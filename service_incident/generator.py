@@ -414,8 +414,10 @@ def _recoverable_severity(incident: Incident, everyday: Everyday) -> Severity | 
     if not _fixes_restore(incident):
         return None
     # The dearest checks last: they simulate the incident once more per fault, and its history.
-    if not all(own_impact(incident, i) for i in range(len(incident.faults))):
-        return None
+    for index in range(len(incident.faults)):
+        alone = fault_alone(incident, index)
+        if not (own_impact(incident, index, alone) and pages_alone(alone)):
+            return None
     if not stands_out(incident, everyday):
         return None
     return max(severities, key=SEVERITIES.index)
@@ -437,12 +439,12 @@ def _fixes_restore(incident: Incident) -> bool:
     return world.restored()
 
 
-def own_impact(incident: Incident, index: int) -> bool:
+def own_impact(incident: Incident, index: int, alone: World | None = None) -> bool:
     """Whether fault `index` alone, at the page, moves something an engineer can see: on its service a
     metric beyond noise; on any service that calls it, directly or not, its error rate or p99; or a page
     that would not fire without it. A root that shows nothing of its own cannot be told from a guess."""
     fault = incident.faults[index]
-    alone = World(structs.replace(incident, faults=[fault], distractions=[]), shared=False)
+    alone = alone or fault_alone(incident, index)
     sick, calm = alone.states_at(0), alone.plan.calm
     own, before = sick[fault.service], calm[fault.service]
     if (
@@ -476,6 +478,18 @@ def _callers(incident: Incident, service: str) -> set[str]:
                 found.add(spec.name)
                 frontier.append(spec.name)
     return found
+
+
+def fault_alone(incident: Incident, index: int) -> World:
+    """The incident's world with fault `index` alone in it: no other fault, no red herring."""
+    return World(structs.replace(incident, faults=[incident.faults[index]], distractions=[]), shared=False)
+
+
+def pages_alone(alone: World) -> bool:
+    """The label principle's root rule, on a fault's world alone: it pages its service or lies at the
+    end of failing calls from a user-facing service it pages. A fault that shows only beside another
+    one's pages (a surge that another fault's failures turn into errors) is no root of its own."""
+    return traceable(alone.incident, alone.states_at(0))
 
 
 def traceable(incident: Incident, states: dict[str, ServiceState]) -> bool:

@@ -15,7 +15,17 @@ from msgspec import structs
 from service_incident import dataset, scoring
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.faults import FAULTS, TECHNOLOGIES
-from service_incident.generator import MAX_SERVICES, MIN_SERVICES, PRESETS, Knobs, generate, own_impact, traceable
+from service_incident.generator import (
+    MAX_SERVICES,
+    MIN_SERVICES,
+    PRESETS,
+    Knobs,
+    fault_alone,
+    generate,
+    own_impact,
+    pages_alone,
+    traceable,
+)
 from service_incident.harness.agents import ExpertAgent, LoudestSignalAgent
 from service_incident.harness.identifiability import survey, survivors
 from service_incident.harness.solvability import accuracy
@@ -308,6 +318,32 @@ def test_every_root_moves_something_of_its_own(difficulty: str) -> None:
     for seed in [*range(200), 7007]:
         incident = dataset.training_incident(difficulty, seed)
         assert all(own_impact(incident, index) for index in range(len(incident.faults))), (seed, incident.faults)
+
+
+@pytest.mark.parametrize("difficulty", ["hard", "expert"])
+def test_every_root_pages_alone_or_lies_at_the_end_of_failing_calls_from_a_page(difficulty: str) -> None:
+    """The label principle's root rule, each fault alone in the world: a traffic surge whose errors
+    come only from another root's failures is no root of its own, and is never generated."""
+    checked = 0
+    for seed in range(150):
+        incident = dataset.training_incident(difficulty, seed)
+        for index in range(len(incident.faults)):
+            assert pages_alone(fault_alone(incident, index)), (seed, incident.faults[index])
+            checked += 1
+    assert checked > 150
+
+
+def test_a_surge_that_pages_nothing_alone_is_no_root() -> None:
+    """A mild surge on a service that absorbs it pages nothing alone (beside a broken queue its
+    service would page, through the queue's failures): it fails the rule, a strong one passes."""
+    incident = dataset.training_incident("expert", 0)
+    app = next(s.name for s in incident.services if s.user_facing and s.kind != "gateway")
+    surge = structs.replace(incident.faults[0], service=app, type="traffic_spike", intensity=0.1, intensify_at=None)
+    mild = structs.replace(incident, faults=[surge])
+    assert own_impact(mild, 0)  # its request rate moves: something to see, but no page of its own
+    assert not pages_alone(fault_alone(mild, 0))
+    strong = structs.replace(mild, faults=[structs.replace(surge, intensity=1.0)])
+    assert pages_alone(fault_alone(strong, 0))
 
 
 def test_a_fault_too_weak_to_show_has_no_impact_of_its_own() -> None:
