@@ -124,6 +124,8 @@ def servers(count: int, environ: dict[str, str], workers: int = 1) -> Iterator[l
 # For the measurements: one worker (the servers need the other core), no access log, connections to
 # the upstreams kept alive, and a tunnel buffer that holds a whole observation frame (up to ~14 KB;
 # the default of one page would pass a frame in several reads and writes).
+# How long nginx keeps an upstream it saw fail out of rotation before trying it again.
+FAIL_TIMEOUT_S = 2
 NGINX_CONF = """
 worker_processes 1;
 daemon off;
@@ -179,7 +181,7 @@ def nginx(upstreams: list[ServerProcess]) -> Iterator[str]:
     """nginx balancing `upstreams`; yields its URL."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="nginx-") as folder:
-        lines = "\n        ".join(f"server {u.url[7:]} max_fails=1 fail_timeout=2s;" for u in upstreams)
+        lines = "\n        ".join(f"server {u.url[7:]} max_fails=1 fail_timeout={FAIL_TIMEOUT_S}s;" for u in upstreams)
         user = "user root;" if os.geteuid() == 0 else ""
         conf = Path(folder, "nginx.conf")
         conf.write_text(NGINX_CONF.format(folder=folder, user=user, upstreams=lines, port=port))
