@@ -8,45 +8,42 @@ reads the same whatever is wrong, so it tells nothing of the fault.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from ..world import World, unit
 from ..world.episode import ESCALATION_DELAY
 from .clock import clock, format_time
 
-PARTNER_NAME = "partner API"
-# The outside party each kind of service relies on: what its own lines call it, and whose support an
-# escalation about it pages.
-PROVIDER_NAMES: Mapping[str, str] = {
-    "gateway": "CDN and edge partner",
-    "auth": "identity provider",
-    "payments": "payment processor",
-    "search": "search vendor",
-    "notifications": "messaging provider",
-    "database": "managed database vendor",
-    "cache": "managed cache vendor",
-    "queue": "managed broker vendor",
-}
+
+class Partner(NamedTuple):
+    """The outside party a kind of service relies on: what its own lines call it (and whose support an
+    escalation about it pages), and the call its client span names, for the kinds that call it."""
+
+    name: str
+    call: str = "POST https://api.partner.example/v2/requests"
 
 
-# The call a service of each kind makes to that outside party, as its own client span names it.
-PARTNER_CALLS: Mapping[str, str] = {
-    "gateway": "POST https://api.edge-partner.example/v1/bot-score",
-    "auth": "POST https://idp.example/oauth2/token",
-    "payments": "POST https://api.payment-processor.example/v1/charges",
-    "search": "GET https://api.search-vendor.example/v2/query",
-    "notifications": "POST https://api.messaging-provider.example/v1/messages",
+PARTNER = Partner("partner API")
+PARTNERS: Mapping[str, Partner] = {
+    "gateway": Partner("CDN and edge partner", "POST https://api.edge-partner.example/v1/bot-score"),
+    "auth": Partner("identity provider", "POST https://idp.example/oauth2/token"),
+    "payments": Partner("payment processor", "POST https://api.payment-processor.example/v1/charges"),
+    "search": Partner("search vendor", "GET https://api.search-vendor.example/v2/query"),
+    "notifications": Partner("messaging provider", "POST https://api.messaging-provider.example/v1/messages"),
+    "database": Partner("managed database vendor"),
+    "cache": Partner("managed cache vendor"),
+    "queue": Partner("managed broker vendor"),
 }
-PARTNER_CALL = "POST https://api.partner.example/v2/requests"
 
 
 def partner_call(kind: str) -> str:
     """The operation of a service's client span to its outside party."""
-    return PARTNER_CALLS.get(kind, PARTNER_CALL)
+    return PARTNERS.get(kind, PARTNER).call
 
 
 def provider_name(world: World, service: str) -> str:
     """What a service's own lines call the outside party it relies on."""
-    return PROVIDER_NAMES.get(world.incident.service(service).kind, PARTNER_NAME)
+    return PARTNERS.get(world.incident.service(service).kind, PARTNER).name
 
 
 def provider_team(world: World, service: str) -> str:
