@@ -628,7 +628,7 @@ FAULTS: Mapping[str, FaultType] = {
                         "WARN retry budget exhausted for {int:20:90} requests to provider",
                     ),
                     (
-                        'WARN req={hex:8} "{endpoint}" rate limited by partner API (quota {quota}/min), backing off',
+                        'WARN req={hex:8} "{endpoint}" rate limited by {provider} (quota {quota}/min), backing off',
                         'ERROR req={hex:8} "{endpoint}" status=503 err="provider quota exceeded"',
                     ),
                 )

@@ -121,7 +121,7 @@ PRESETS: Mapping[str, Knobs] = {
     ),
     "expert": Knobs(
         services=(10, 15),
-        faults=(1, 3),
+        faults=(2, 3),
         intensity=(0.05, 0.7),
         red_herrings=5,
         metrics_lag=1,
@@ -241,7 +241,7 @@ def _draw(
 
 
 def _fault_count(rng: random.Random, bounds: tuple[int, int]) -> int:
-    """How many faults: in a tier with several, one fault is the least likely count."""
+    """How many faults: in a tier with several possible counts, its lowest is the least likely."""
     low, high = bounds
     if low == high:
         return low

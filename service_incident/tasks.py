@@ -81,7 +81,8 @@ GENERATED_BUDGETS: Mapping[str, int] = {difficulty: generated_budget(difficulty)
 def _investigate(max_steps: int) -> str:
     return (
         "investigate a system of services, remediate if you can, and declare the root-cause service(s) (there "
-        f"may be more than one) and the severity within {max_steps} steps."
+        "may be more than one: every service failing of its own fault, whether users wait on it or not) and the "
+        f"severity (graded on user-facing impact) within {max_steps} steps."
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
@@ -199,8 +200,12 @@ def test_faults_worsen_on_schedule_and_telemetry_follows() -> None:
 def test_topologies_span_the_catalogue_sizes() -> None:
     sizes = {len(generate(difficulty, seed).services) for difficulty in PRESETS for seed in range(40)}
     assert min(sizes) == MIN_SERVICES and max(sizes) == MAX_SERVICES
-    counts = {len(generate("expert", seed).faults) for seed in range(40)}
-    assert counts == {1, 2, 3}
+    for difficulty in ("hard", "expert"):
+        low, high = PRESETS[difficulty].faults
+        counts = Counter(len(generate(difficulty, seed).faults) for seed in range(80))
+        # Every count the preset allows, the lowest the least likely.
+        assert set(counts) == set(range(low, high + 1)), (difficulty, counts)
+        assert counts[low] < min(counts[n] for n in range(low + 1, high + 1)), (difficulty, counts)
     incident = generate("expert", 7)
     assert len({f.service for f in incident.faults}) == len(incident.faults)
     assert any(s.user_facing for s in incident.services)

@@ -314,7 +314,7 @@ def test_a_partners_failure_shows_on_the_callers_own_client_span_to_it(fault_typ
         for spec in incident.services:
             clients = [line.split() for line in telemetry.traces(spec.name, 0).splitlines() if " https://" in line]
             # Each names the party its own service's kind calls: a client span, never a service of the topology.
-            assert all(" ".join(words[1:3]) == partner_call(kinds[words[0]]) for words in clients), clients
+            assert all(" ".join(words[1:3]) == partner_call(kinds[words[0]], words[0]) for words in clients), clients
             own = [words for words in clients if words[0] == spec.name]
             if spec.name == root:
                 failing += any(words[-1] == status for words in own)
@@ -322,3 +322,22 @@ def test_a_partners_failure_shows_on_the_callers_own_client_span_to_it(fault_typ
                 assert all(words[-1] == "ok" for words in clients if words[0] != root), clients
                 calling_bystanders += bool(own)
     assert failing >= 8 and calling_bystanders >= 10, (failing, calling_bystanders)
+
+
+@pytest.mark.parametrize("difficulty", ["hard", "expert"])
+def test_no_two_services_of_a_topology_call_the_same_outside_party(difficulty: str) -> None:
+    """A party's outage fails every service that calls it: one failing caller beside healthy callers of
+    the same host would be a tell no production system shows."""
+    several = 0
+    for seed in range(40):
+        incident = generate(difficulty, seed)
+        telemetry = Telemetry(World(incident), seed)
+        hosts: dict[str, str] = {}
+        for spec in incident.services:
+            for line in telemetry.traces(spec.name, 0).splitlines():
+                words = line.split()
+                if " https://" in line and words[0] == spec.name:
+                    host = words[2].split("/")[2]
+                    assert hosts.setdefault(host, spec.name) == spec.name, (incident.id, host, hosts[host], spec.name)
+        several += len(hosts) >= 2
+    assert several >= 30, several

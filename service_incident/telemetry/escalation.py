@@ -30,20 +30,36 @@ PARTNERS: Mapping[str, Partner] = {
     "payments": Partner("payment processor", "POST https://api.payment-processor.example/v1/charges"),
     "search": Partner("search vendor", "GET https://api.search-vendor.example/v2/query"),
     "notifications": Partner("messaging provider", "POST https://api.messaging-provider.example/v1/messages"),
+    "web": Partner("feature flag vendor", "GET https://flags.flag-vendor.example/v1/evaluate"),
+    "orders": Partner("tax provider", "POST https://api.tax-provider.example/v1/quotes"),
+    "checkout": Partner("fraud screening provider", "POST https://api.fraud-screen.example/v1/assess"),
+    "inventory": Partner("warehouse partner", "GET https://api.warehouse-partner.example/v1/stock"),
     "database": Partner("managed database vendor"),
     "cache": Partner("managed cache vendor"),
     "queue": Partner("managed broker vendor"),
 }
+# Services that share a kind with another of the same topology, each with a party of its own: one
+# party's outage would fail every service that calls it, so no two callers of a topology share one.
+OWN_PARTNERS: Mapping[str, Partner] = {
+    "shipping": Partner("shipping carrier", "POST https://api.carrier.example/v1/labels"),
+    "recommendations": Partner("recommendation model vendor", "POST https://api.model-vendor.example/v1/predict"),
+    "mobile-api": Partner("app attestation provider", "POST https://api.attestation.example/v1/verify"),
+}
 
 
-def partner_call(kind: str) -> str:
+def partner(kind: str, service: str) -> Partner:
+    """The outside party a service relies on."""
+    return OWN_PARTNERS.get(service) or PARTNERS.get(kind, PARTNER)
+
+
+def partner_call(kind: str, service: str) -> str:
     """The operation of a service's client span to its outside party."""
-    return PARTNERS.get(kind, PARTNER).call
+    return partner(kind, service).call
 
 
 def provider_name(world: World, service: str) -> str:
     """What a service's own lines call the outside party it relies on."""
-    return PARTNERS.get(world.incident.service(service).kind, PARTNER).name
+    return partner(world.incident.service(service).kind, service).name
 
 
 def provider_team(world: World, service: str) -> str:

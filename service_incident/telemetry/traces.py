@@ -220,7 +220,7 @@ def _span_source(world: World, service: str, step: int) -> _SpanSource:
         minor_failure=SPAN_STATUS[state.minor_mode],
         minor_job=minor_job(world, service) if state.minor_error else "",
         call_error=max(0.0, state.call_failure - state.error_rate),
-        partner_op=partner_call(node.kind) if node.kind in PARTNER_CALLERS else "",
+        partner_op=partner_call(node.kind, service) if node.kind in PARTNER_CALLERS else "",
         partner_failure=state.partner_failure,
     )
 
