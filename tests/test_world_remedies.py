@@ -10,7 +10,7 @@ import pytest
 
 from service_incident import scoring
 from service_incident.environment import ServiceIncidentEnvironment
-from service_incident.faults import FAULTS
+from service_incident.faults import FAULTS, RECORD_KINDS, TECHNOLOGIES
 from service_incident.generator import Knobs, generate
 from service_incident.harness.llm import system_prompt
 from service_incident.incidents import Incident
@@ -83,6 +83,23 @@ def test_an_escalation_is_acknowledged_and_acts_only_on_what_the_provider_owns(t
     # The acknowledgement reads the same whatever is wrong: it tells nothing of the fault.
     owned_tail, other_tail = (m.string[m.end() :] for m in messages)
     assert owned_tail == other_tail
+
+
+def test_writes_the_rubric_counts_lost_are_a_read_only_or_full_store_never_a_rolled_back_transaction() -> None:
+    # The rubric tells agents which refused writes make a P0; each fault that counts must read that way
+    # in its store's own diagnostics, and a deadlock, whose victims are rolled back, must not count.
+    assert "read-only or out of space" in SEVERITY_RUBRIC and "deadlock" in SEVERITY_RUBRIC
+    counted = set()
+    for name, fault in FAULTS.items():
+        for kind in RECORD_KINDS:
+            if not fault.data_at_risk(kind):
+                continue
+            counted.add(name)
+            reports = fault.db_report or {}
+            for technology in TECHNOLOGIES[kind]:
+                report = reports.get(technology, reports.get("*", ""))
+                assert re.search(r"read_only=on|100% used", report), (name, technology, report)
+    assert counted and "db_deadlock" not in counted and "db_deadlock" in FAULTS
 
 
 def test_a_deadlock_names_its_blocker_and_only_clients_of_the_database() -> None:

@@ -27,7 +27,8 @@ SEVERITY_MOMENT = (
 SEVERITY_RUBRIC = (
     f"P0 when a user-facing service fails at least {P0_ERROR_RATE:.0%} of requests, or its p99 latency is at "
     f"least {P0_LATENCY_MS:.0f} ms, or a system of record ({' or '.join(f'a {kind}' for kind in RECORD_KINDS)}) "
-    f"refuses or loses writes; P1 when it fails at least {P1_ERROR_RATE:.0%} of requests or its p99 is at least "
+    f"refuses or loses writes as a store (it is read-only or out of space; a transaction a deadlock or a lock "
+    f"wait rolls back is not); P1 when it fails at least {P1_ERROR_RATE:.0%} of requests or its p99 is at least "
     f"{P1_LATENCY_MS:.0f} ms; P2 otherwise. {SEVERITY_MOMENT}"
 )
 
