@@ -53,13 +53,17 @@ def pair(redis_url: str) -> Iterator[tuple[list[ServerProcess], str]]:
 def interrupt_midway(
     victim: ServerProcess, signum: int, after: int, done: list[EpisodeRecord], seen: dict[str, int]
 ) -> threading.Thread:
-    """Once `after` episodes are done, send `signum` to `victim` while it serves sessions, then
-    start it again on its port; `seen` gets what it held when it went."""
+    """Once `after` episodes are done and `victim` serves sessions, send it `signum`, then start it
+    again on its port; `seen` gets what it held when it went."""
 
     def run() -> None:
         while len(done) < after:
             threading.Event().wait(0.005)
-        seen["active_sessions"] = httpx.get(f"{victim.url}/health").json()["active_sessions"]
+        # nginx takes a server out of rotation for a while after one slow connect (a busy machine), and
+        # the run may be a third done by then: the signal waits for the victim to hold sessions again.
+        while (held := httpx.get(f"{victim.url}/health").json()["active_sessions"]) == 0 and len(done) < EPISODES:
+            threading.Event().wait(0.005)
+        seen["active_sessions"] = held
         victim.signal(signum)
         victim.start()
         # nginx keeps a server it saw fail out of rotation for a while: the drill ends once the restarted
