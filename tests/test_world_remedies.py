@@ -89,7 +89,7 @@ def test_writes_the_rubric_counts_lost_are_a_read_only_or_full_store_never_a_rol
     # The rubric tells agents which refused writes make a P0; each fault that counts must read that way
     # in its store's own diagnostics, and a deadlock, whose victims are rolled back, must not count.
     assert "read-only or out of space" in SEVERITY_RUBRIC and "deadlock" in SEVERITY_RUBRIC
-    counted = set()
+    counted: set[str] = set()
     for name, fault in FAULTS.items():
         for kind in RECORD_KINDS:
             if not fault.data_at_risk(kind):
