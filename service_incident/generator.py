@@ -217,8 +217,8 @@ def _draw(
     # Search the fault strengths for clear labels at the wanted severity: too severe halves the
     # range from above, too mild from below.
     low, high = knobs.intensity
-    candidates = []
-    for _ in range(INTENSITY_TRIES):
+    candidates: list[Incident] = []
+    for tried in range(INTENSITY_TRIES):
         strengths = [round(rng.uniform(low, high), 2) for _ in faults]
         incident = structs.replace(
             draft,
@@ -227,16 +227,20 @@ def _draw(
                 for f, x in zip(faults, strengths, strict=True)
             ],
         )
-        severity = _recoverable_severity(incident, everyday)
+        severity = _clear_severity(incident)
+        # The last try's labels decide nothing unless it is returned: the search ends with it, and only
+        # the first candidate is ever settled for. Its dearer checks are then spared.
+        decides = severity == wanted or (tried < INTENSITY_TRIES - 1) or (settle and not candidates)
+        if severity is None or not decides or not _roots_recoverable(incident, everyday):
+            continue
         if severity == wanted:
             return incident
-        if severity is not None:
-            candidates.append(incident)
-            middle = sum(strengths) / len(strengths)
-            if SEVERITIES.index(severity) > SEVERITIES.index(wanted):
-                high = max(low, middle)
-            else:
-                low = min(high, middle)
+        candidates.append(incident)
+        middle = sum(strengths) / len(strengths)
+        if SEVERITIES.index(severity) > SEVERITIES.index(wanted):
+            high = max(low, middle)
+        else:
+            low = min(high, middle)
     return candidates[0] if candidates and settle else _UNRECOVERABLE
 
 
@@ -389,18 +393,13 @@ def _near(services: list[ServiceSpec], states: dict[str, ServiceState], calm: di
     return False
 
 
-def _recoverable_severity(incident: Incident, everyday: Everyday) -> Severity | None:
-    """The incident's severity if its labels can be recovered from telemetry, else None.
-
-    Recoverable: every root cause is paged itself or lies at the end of a trail of blame from a
-    paged user-facing service (each hop's callers log failures naming it, or log nothing at all);
-    and the user-facing impact is clear of the rubric's edges. Untouched, the world only changes
-    when a fault worsens, so checking those steps covers every step. `everyday` is the incident's world
-    without faults.
-    """
+def _clear_severity(incident: Incident) -> Severity | None:
+    """The incident's severity if every root cause is paged itself or lies at the end of a trail of blame
+    from a paged user-facing service (each hop's callers log failures naming it, or log nothing at all),
+    and the user-facing impact is clear of the rubric's edges; else None. Untouched, the world only
+    changes when a fault worsens, so checking those steps covers every step."""
     world = World(incident)
-    states = world.states_at(0)
-    if not traceable(incident, states):
+    if not traceable(incident, world.states_at(0)):
         return None
     at_risk = world.data_at_risk(0)
     severities: list[Severity] = []
@@ -411,16 +410,22 @@ def _recoverable_severity(incident: Incident, everyday: Everyday) -> Severity | 
         if any(abs(latency - edge) < LATENCY_MARGIN_MS for edge in (P1_LATENCY_MS, P0_LATENCY_MS)):
             return None
         severities.append(rubric(error_rate, latency, at_risk))
+    return max(severities, key=SEVERITIES.index)
+
+
+def _roots_recoverable(incident: Incident, everyday: Everyday) -> bool:
+    """The rest of the labels' recoverability, dearer than `_clear_severity`'s: every root's fix restores
+    users, and every root alone shows something of its own, pages or lies at the end of failing calls
+    from a page, and stands out of the everyday excursions around it (`everyday` is the incident's
+    world without faults)."""
     if not _fixes_restore(incident):
-        return None
+        return False
     # The dearest checks last: they simulate the incident once more per fault, and its history.
     for index in range(len(incident.faults)):
         alone = fault_alone(incident, index)
         if not (own_impact(incident, index, alone) and pages_alone(alone)):
-            return None
-    if not stands_out(incident, everyday):
-        return None
-    return max(severities, key=SEVERITIES.index)
+            return False
+    return stands_out(incident, everyday)
 
 
 def _fixes_restore(incident: Incident) -> bool:
