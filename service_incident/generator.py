@@ -227,7 +227,7 @@ def _draw(
                 for f, x in zip(faults, strengths, strict=True)
             ],
         )
-        severity = _clear_severity(incident)
+        severity = _clear_severity(incident, everyday.world)
         # The last try's labels decide nothing unless it is returned: the search ends with it, and only
         # the first candidate is ever settled for. Its dearer checks are then spared.
         decides = severity == wanted or (tried < INTENSITY_TRIES - 1) or (settle and not candidates)
@@ -393,12 +393,13 @@ def _near(services: list[ServiceSpec], states: dict[str, ServiceState], calm: di
     return False
 
 
-def _clear_severity(incident: Incident) -> Severity | None:
+def _clear_severity(incident: Incident, faultless: World) -> Severity | None:
     """The incident's severity if every root cause is paged itself or lies at the end of a trail of blame
     from a paged user-facing service (each hop's callers log failures naming it, or log nothing at all),
     and the user-facing impact is clear of the rubric's edges; else None. Untouched, the world only
-    changes when a fault worsens, so checking those steps covers every step."""
-    world = World(incident)
+    changes when a fault worsens, so checking those steps covers every step. `faultless` is the
+    incident's world without faults."""
+    world = World(incident, faultless=faultless)
     if not traceable(incident, world.states_at(0)):
         return None
     at_risk = world.data_at_risk(0)

@@ -11,6 +11,7 @@ import pytest
 from msgspec import structs
 
 from service_incident.generator import PRESETS, generate
+from service_incident.herrings import HERRINGS
 from service_incident.telemetry import Telemetry
 from service_incident.world import HISTORY_MINUTES, World
 from service_incident.world.episode import SCALE_UP_FACTOR
@@ -118,3 +119,21 @@ def test_a_scale_up_adds_the_capacity_and_the_pods_health_lists() -> None:
     head = telemetry.health(service, world.step).splitlines()[0]
     assert world.capacity(service) == SCALE_UP_FACTOR
     assert f" replicas={int(replicas * SCALE_UP_FACTOR)} " in f"{head} "
+
+
+@pytest.mark.parametrize("difficulty", ["hard", "expert"])
+def test_services_no_fault_touches_take_the_faultless_worlds_states_and_nothing_changes(difficulty: str) -> None:
+    incident = generate(PRESETS[difficulty], seed=23)
+    steps = range(-HISTORY_MINUTES, 8)
+    alone = _played(World(incident, shared=False), steps)
+    faultless = World(structs.replace(incident, faults=[]), shared=False)
+    everyday = [faultless.states_at(step) for step in steps]
+    beside = _played(World(incident, shared=False, faultless=faultless), steps)
+    assert beside == alone
+    # From the page on every red herring shows: those with side work on services no fault touches are
+    # the faultless world's states there, not simulated again.
+    busy = {d.service for d in incident.distractions if HERRINGS[d.kind].side_effects}
+    herring = busy - {f.service for f in incident.faults}
+    assert herring
+    page = steps.index(0)
+    assert any(beside[page][name] is everyday[page][name] for name in herring)

@@ -60,6 +60,9 @@ class World:
     _undisrupted: dict[int, dict[str, ServiceState]] = field(default_factory=dict)
     # Faults' strengths by (step, remedies applied): only a remedy changes a fault's course.
     _strengths: dict[tuple[int, int], tuple[float, ...]] = field(default_factory=dict)
+    # The same incident's world without its faults and never remedied, if the caller has it (a generator's
+    # checks do): a service no fault or remedy touches is in its state there, not simulated again.
+    faultless: World | None = None
     # Whether its untouched states go to the store every episode of the incident shares: not for a
     # world no episode plays (a calm world, a fault alone).
     shared: InitVar[bool] = True
@@ -77,7 +80,8 @@ class World:
     def states_at(self, step: int) -> dict[str, ServiceState]:
         states = self._cache.get(step)
         if states is None:
-            states = self._cache[step] = simulate(self.plan, self._minute(step, disrupt=True))
+            minute = self._minute(step, disrupt=True)
+            states = self._cache[step] = simulate(self.plan, minute, faultless=self._faultless_at(step))
         return states
 
     def states_of(self, step: int, reach: frozenset[str]) -> Mapping[str, ServiceState]:
@@ -86,8 +90,15 @@ class World:
         services spares the others)."""
         states = self._cache.get(step)
         if states is None:
-            states = simulate(self.plan, self._minute(step, disrupt=True), only=reach)
+            states = simulate(
+                self.plan, self._minute(step, disrupt=True), only=reach, faultless=self._faultless_at(step)
+            )
         return states
+
+    def _faultless_at(self, step: int) -> Mapping[str, ServiceState] | None:
+        """The faultless world's states at a step if it has simulated them: simulating a step of it only
+        to spare this world's red herrings' services would cost more than it spares."""
+        return None if self.faultless is None else self.faultless._cache.get(step)
 
     def advance(self) -> None:
         self.step += 1

@@ -159,9 +159,15 @@ MOVEMENT_MEMORY = 85.0
 CALM_MINUTE = Minute(0, {}, {}, {}, {}, frozenset(), {})
 
 
-def simulate(plan: Plan, minute: Minute, only: AbstractSet[str] | None = None) -> dict[str, ServiceState]:
+def simulate(
+    plan: Plan,
+    minute: Minute,
+    only: AbstractSet[str] | None = None,
+    faultless: Mapping[str, ServiceState] | None = None,
+) -> dict[str, ServiceState]:
     """Every service's state in one minute, dependencies first; with `only`, just those services (they
-    must include everything they call)."""
+    must include everything they call). `faultless`, if known, is every service's state at the step in
+    the same world without its faults and remedies (its red herrings alike)."""
     # The hot loop of the core (every step simulates a minute of every service): per-service
     # constants come precomputed from the plan, and the arithmetic is the model's, in its order.
     load, shed, fanout = minute.load, minute.shed, minute.fanout
@@ -178,9 +184,14 @@ def simulate(plan: Plan, minute: Minute, only: AbstractSet[str] | None = None) -
     # A service nothing touches (no fault or side work of its own, its calm traffic, every dependency
     # answering its calls as when calm) is in its calm state at the step, where that is known: the same
     # arithmetic on the same noise. (With traffic at the page's, the queueing a calm world takes from the
-    # plan is the one computed from the same quotient.)
-    quiet = _known_calm(plan, minute.step)
-    touched = live.keys() | side.keys() | restarting | scaled.keys() | shed.keys() if quiet is not None else ()
+    # plan is the one computed from the same quotient.) In the same world without faults, the red
+    # herrings' side work is the same as here: a service no fault or remedy touches is in its state there.
+    quiet = _known_calm(plan, minute.step) if faultless is None else faultless
+    touched: AbstractSet[str] = frozenset()
+    if faultless is not None:
+        touched = live.keys() | restarting | scaled.keys() | shed.keys()
+    elif quiet is not None:
+        touched = live.keys() | side.keys() | restarting | scaled.keys() | shed.keys()
     states: dict[str, ServiceState] = {}
     # Whether some service simulated so far answers its callers otherwise than when calm: until one
     # does, every dependency answers as when calm.

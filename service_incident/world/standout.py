@@ -90,8 +90,9 @@ def margins(incident: Incident, everyday: Everyday | None = None) -> dict[str, d
     """Per root, per signal: its own excursion less the largest everyday excursion of the other services
     in the same incident without faults (`everyday`, if the caller has it)."""
     roots = tuple(sorted({f.service for f in incident.faults}))
-    worst = (everyday or Everyday(incident)).worst(roots)
-    sick = World(incident)
+    everyday = everyday or Everyday(incident)
+    worst = everyday.worst(roots)
+    sick = World(incident, faultless=everyday.world)
     # Only the roots' excursions are read here: their callers' states are not simulated for them.
     reach = sick.plan.reach(set(roots))
     history = [sick.states_of(minute, reach) for minute in _calm_history(sick)]
