@@ -6,6 +6,7 @@ import random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import msgspec
 
@@ -360,9 +361,7 @@ class ServiceIncidentEnvironment:
             shown |= _reachable(world, look.service, TRACE_DEPTH)
         if look.view == "logs" and in_backlog(world.incident, look.service, look.step):
             shown = set()
-        # A metrics view shows its minute-by-minute history too: every figure in it was seen.
-        seen = look.text if look.metrics is None else f"{look.text} {_METRICS_TEXT.encode(look.metrics).decode()}"
-        episode.ledger.observe(seen, frozenset(shown))
+        episode.ledger.observe(look.text if look.metrics is None else partial(_metrics_text, look), frozenset(shown))
         if not opened:
             return frozenset()
         return frozenset(root for root in world.root_causes & shown if world.fault_runs(root, episode.step))
@@ -399,12 +398,12 @@ class ServiceIncidentEnvironment:
         if alerts is not episode.paged:
             # Pages are seen facts (quoting them dilutes nothing) but a view of no service: they earn nothing.
             episode.paged = alerts
-            episode.ledger.observe(" ".join(f"{a.service} {a.summary}" for a in alerts), frozenset())
+            episode.ledger.observe(partial(_paged_text, alerts), frozenset())
         dashboard = episode.telemetry.dashboard(episode.step) if task.dashboard else {}
         if dashboard and dashboard != episode.dashboard:
             # The dashboard is seen like the pages: quoting it dilutes nothing and earns nothing.
             episode.dashboard = dashboard
-            episode.ledger.observe(" ".join(f"{name} {text}" for name, text in dashboard.items()), frozenset())
+            episode.ledger.observe(partial(_dashboard_text, dashboard), frozenset())
         views = episode.views
         observation = Observation(
             task_id=task.id,
@@ -516,6 +515,19 @@ def _show(episode: _Episode, look: Look) -> None:
         episode.views[look.view] = {**episode.views.get(look.view, {}), look.service: look.text}
     stamps = episode.as_of.get(look.view, {})
     episode.as_of = {**episode.as_of, look.view: {**stamps, look.service: minute(episode.world, look.step)}}
+
+
+def _paged_text(alerts: list[Alert]) -> str:
+    return " ".join(f"{a.service} {a.summary}" for a in alerts)
+
+
+def _dashboard_text(dashboard: dict[str, str]) -> str:
+    return " ".join(f"{name} {text}" for name, text in dashboard.items())
+
+
+def _metrics_text(look: Look) -> str:
+    """A metrics view as seen: it shows its minute-by-minute history too, and every figure in it was seen."""
+    return f"{look.text} {_METRICS_TEXT.encode(look.metrics).decode()}"
 
 
 def _reachable(world: World, service: str, depth: int) -> set[str]:
