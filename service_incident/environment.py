@@ -103,8 +103,10 @@ class _Episode:
     ledger: scoring.Ledger = field(default_factory=scoring.Ledger)
     paid: list[float] = field(default_factory=list)
     declared_severity: Severity | None = None
-    # The last minute the declared severity was graded through (see `Telemetry.graded_through`).
+    # The last minute the declared severity was graded through (see `Telemetry.graded_through`), and the
+    # severity graded then: the minutes up to it never change, so the postmortem tells the same one.
     graded_through: int | None = None
+    graded_severity: Severity | None = None
     score: float | None = None
     breakdown: dict[str, float] | None = None
     postmortem: Postmortem | None = None
@@ -372,7 +374,8 @@ class ServiceIncidentEnvironment:
             declared = frozenset([action.target, *action.additional_targets])
             # Judged on what the metrics had shown when the answer was chosen, lag included.
             episode.graded_through = episode.telemetry.graded_through(episode.step)
-            severity_right = action.severity == world.severity(episode.graded_through)
+            episode.graded_severity = world.severity(episode.graded_through)
+            severity_right = action.severity == episode.graded_severity
             episode.declared_severity = action.severity
             said = f" with severity {action.severity}"
         else:
@@ -472,9 +475,10 @@ def _reward(episode: _Episode) -> float:
 def _debrief(episode: _Episode, outcome: scoring.Outcome, breakdown: dict[str, float]) -> scoring.Debrief:
     """An ended episode's outcome beside the incident's truth, for its postmortem."""
     world, task = episode.world, episode.task
-    graded = episode.graded_through
+    graded, severity = episode.graded_through, episode.graded_severity
     if graded is None:  # no severity declared: the one an answer now would be graded on
         graded = episode.telemetry.graded_through(episode.step + 1)
+        severity = world.severity(graded) if task.grades_severity else None
     return scoring.Debrief(
         outcome=outcome,
         breakdown=breakdown,
@@ -484,7 +488,7 @@ def _debrief(episode: _Episode, outcome: scoring.Outcome, breakdown: dict[str, f
         ),
         live=tuple(sorted({f.service for f in world.incident.faults if world.fault_runs(f.service, episode.step)})),
         red_herrings=tuple(f"{d.kind} on {d.service}" for d in world.incident.distractions),
-        severity=world.severity(graded) if task.grades_severity else None,
+        severity=severity if task.grades_severity else None,
         severity_basis=_severity_basis(world, graded) if task.grades_severity else _NO_SEVERITY,
         declared_severity=episode.declared_severity,
     )
