@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 import msgspec
 
 from ..models import ERRORS_ONLY_FLOOR, EndpointMetrics, MetricPoint, Metrics
-from ..world import HISTORY_MINUTES, ServiceState, World, spread, unit
-from ..world.draws import WOBBLE_CHANNEL, WOBBLE_KEY, mix_lanes, pack, wobble_minute
+from ..world import HISTORY_MINUTES, ServiceState, World
+from ..world.draws import WOBBLE_CHANNEL, WOBBLE_KEY, Draws, mix_lanes, pack, wobble_minute
 from .clock import clock, format_time
 from .endpoints import fails_writes, on_path, own_error, request_templates, route
 from .jobs import failing_jobs, jobs_of
@@ -91,21 +91,22 @@ def _shape(state: TelemetryState, service: str) -> BreakdownShape:
     found = state.shared.breakdowns.get(service)
     if found is None:
         world = state.world
-        iid = world.incident.id
         node = world.plan.by_name[service]
+        # Every draw is keyed by the incident and the service first: hashed once (`Draws`).
+        draw = Draws(world.incident.id, service)
         templates, writes = request_templates(node.kind)
-        weights = [spread(0.5, 1.5, iid, service, template, "weight") for template in templates]
+        weights = [draw.spread(0.5, 1.5, f"{template}:weight") for template in templates]
         total = sum(weights)
         requests = tuple(
-            (route(template), template in writes, weight, spread(0.75, 1.0, iid, service, template, "p99"))
+            (route(template), template in writes, weight, draw.spread(0.75, 1.0, f"{template}:p99"))
             for template, weight in zip(templates, weights, strict=True)
         )
         jobs = tuple(
             (
                 job.name,
-                spread(0.05, 1.5, iid, service, job.name, "rate"),
-                spread(300.0, 4000.0, iid, service, job.name, "p99"),
-                node.error_rate * unit(iid, service, job.name, "errors"),
+                draw.spread(0.05, 1.5, f"{job.name}:rate"),
+                draw.spread(300.0, 4000.0, f"{job.name}:p99"),
+                node.error_rate * draw.unit(f"{job.name}:errors"),
             )
             for job in jobs_of(world, service)
         )

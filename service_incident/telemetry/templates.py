@@ -18,7 +18,7 @@ LOUD_LEVELS = LEVELS[:5]
 _FIELD = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
 
 
-class Draws(Protocol):
+class RandomSource(Protocol):
     """What a template draws from: an rng, or the draws it took earlier (`replay`)."""
 
     def random(self) -> float: ...
@@ -26,7 +26,7 @@ class Draws(Protocol):
     def getrandbits(self, k: int, /) -> int: ...
 
 
-_Piece = Callable[[Draws, dict[str, str]], str]
+_Piece = Callable[[RandomSource, dict[str, str]], str]
 # The fields that draw: what each takes from the rng, in `fill`'s order (a number of bits, or None for
 # one `random()`), and the text of a template drawn then written later.
 _DRAWING = ("int", "float", "hex", "pick")
@@ -43,7 +43,7 @@ def rng_for(seed: int, *key: object) -> random.Random:
     return random.Random(":".join(map(str, (seed, *key))))
 
 
-def pick(rng: Draws, options: tuple[str, ...] | list[str]) -> str:
+def pick(rng: RandomSource, options: tuple[str, ...] | list[str]) -> str:
     return options[int(rng.random() * len(options))]
 
 
@@ -94,7 +94,7 @@ def _compile(template: str) -> tuple[_Piece, ...]:
     return tuple(pieces)
 
 
-def fill(template: str, rng: Draws, context: dict[str, str]) -> str:
+def fill(template: str, rng: RandomSource, context: dict[str, str]) -> str:
     """Expand a template: {int:a:b}, {float:a:b}, {hex:n}, {pick:a|b} and named context fields."""
     if "{" not in template:
         return template
