@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ..faults import FAULTS, FaultType
 from ..world import HISTORY_MINUTES, World, fault_lead, spread, unit
-from .clock import clock, parse_time, step_of
+from .clock import clock, epoch_ms, parse_time, step_of
 from .deploys import canary_version, deploys, version
 from .templates import hexkey
 
@@ -36,6 +36,13 @@ class Pod:
     status: str
     last_termination: str | None
     canary: bool = False  # a pod of the canary deployment, running the release under test
+    # When it was created (epoch ms) and its current container started (epoch s): every line it writes asks.
+    created_ms: int = field(init=False, repr=False, compare=False)
+    started_s: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "created_ms", epoch_ms(self.created))
+        object.__setattr__(self, "started_s", int(self.started.timestamp()))
 
 
 def pods(state: TelemetryState, service: str, step: int) -> list[Pod]:
