@@ -6,6 +6,7 @@ import random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import msgspec
 
@@ -102,8 +103,10 @@ class _Episode:
     ledger: scoring.Ledger = field(default_factory=scoring.Ledger)
     paid: list[float] = field(default_factory=list)
     declared_severity: Severity | None = None
-    # The last minute the declared severity was graded through (see `Telemetry.graded_through`).
+    # The last minute the declared severity was graded through (see `Telemetry.graded_through`), and the
+    # severity graded then: the minutes up to it never change, so the postmortem tells the same one.
     graded_through: int | None = None
+    graded_severity: Severity | None = None
     score: float | None = None
     breakdown: dict[str, float] | None = None
     postmortem: Postmortem | None = None
@@ -360,9 +363,7 @@ class ServiceIncidentEnvironment:
             shown |= _reachable(world, look.service, TRACE_DEPTH)
         if look.view == "logs" and in_backlog(world.incident, look.service, look.step):
             shown = set()
-        # A metrics view shows its minute-by-minute history too: every figure in it was seen.
-        seen = look.text if look.metrics is None else f"{look.text} {_METRICS_TEXT.encode(look.metrics).decode()}"
-        episode.ledger.observe(seen, frozenset(shown))
+        episode.ledger.observe(look.text if look.metrics is None else partial(_metrics_text, look), frozenset(shown))
         if not opened:
             return frozenset()
         return frozenset(root for root in world.root_causes & shown if world.fault_runs(root, episode.step))
@@ -373,7 +374,8 @@ class ServiceIncidentEnvironment:
             declared = frozenset([action.target, *action.additional_targets])
             # Judged on what the metrics had shown when the answer was chosen, lag included.
             episode.graded_through = episode.telemetry.graded_through(episode.step)
-            severity_right = action.severity == world.severity(episode.graded_through)
+            episode.graded_severity = world.severity(episode.graded_through)
+            severity_right = action.severity == episode.graded_severity
             episode.declared_severity = action.severity
             said = f" with severity {action.severity}"
         else:
@@ -399,12 +401,12 @@ class ServiceIncidentEnvironment:
         if alerts is not episode.paged:
             # Pages are seen facts (quoting them dilutes nothing) but a view of no service: they earn nothing.
             episode.paged = alerts
-            episode.ledger.observe(" ".join(f"{a.service} {a.summary}" for a in alerts), frozenset())
+            episode.ledger.observe(partial(_paged_text, alerts), frozenset())
         dashboard = episode.telemetry.dashboard(episode.step) if task.dashboard else {}
         if dashboard and dashboard != episode.dashboard:
             # The dashboard is seen like the pages: quoting it dilutes nothing and earns nothing.
             episode.dashboard = dashboard
-            episode.ledger.observe(" ".join(f"{name} {text}" for name, text in dashboard.items()), frozenset())
+            episode.ledger.observe(partial(_dashboard_text, dashboard), frozenset())
         views = episode.views
         observation = Observation(
             task_id=task.id,
@@ -473,9 +475,10 @@ def _reward(episode: _Episode) -> float:
 def _debrief(episode: _Episode, outcome: scoring.Outcome, breakdown: dict[str, float]) -> scoring.Debrief:
     """An ended episode's outcome beside the incident's truth, for its postmortem."""
     world, task = episode.world, episode.task
-    graded = episode.graded_through
+    graded, severity = episode.graded_through, episode.graded_severity
     if graded is None:  # no severity declared: the one an answer now would be graded on
         graded = episode.telemetry.graded_through(episode.step + 1)
+        severity = world.severity(graded) if task.grades_severity else None
     return scoring.Debrief(
         outcome=outcome,
         breakdown=breakdown,
@@ -485,7 +488,7 @@ def _debrief(episode: _Episode, outcome: scoring.Outcome, breakdown: dict[str, f
         ),
         live=tuple(sorted({f.service for f in world.incident.faults if world.fault_runs(f.service, episode.step)})),
         red_herrings=tuple(f"{d.kind} on {d.service}" for d in world.incident.distractions),
-        severity=world.severity(graded) if task.grades_severity else None,
+        severity=severity if task.grades_severity else None,
         severity_basis=_severity_basis(world, graded) if task.grades_severity else _NO_SEVERITY,
         declared_severity=episode.declared_severity,
     )
@@ -516,6 +519,19 @@ def _show(episode: _Episode, look: Look) -> None:
         episode.views[look.view] = {**episode.views.get(look.view, {}), look.service: look.text}
     stamps = episode.as_of.get(look.view, {})
     episode.as_of = {**episode.as_of, look.view: {**stamps, look.service: minute(episode.world, look.step)}}
+
+
+def _paged_text(alerts: list[Alert]) -> str:
+    return " ".join(f"{a.service} {a.summary}" for a in alerts)
+
+
+def _dashboard_text(dashboard: dict[str, str]) -> str:
+    return " ".join(f"{name} {text}" for name, text in dashboard.items())
+
+
+def _metrics_text(look: Look) -> str:
+    """A metrics view as seen: it shows its minute-by-minute history too, and every figure in it was seen."""
+    return f"{look.text} {_METRICS_TEXT.encode(look.metrics).decode()}"
 
 
 def _reachable(world: World, service: str, depth: int) -> set[str]:

@@ -5,10 +5,13 @@ It changes only through its own methods, each named for what the episode did; ev
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from .remedies import RemedyVerdict
 from .rewards import INFO_REWARD, INFO_REWARD_CAP, REWARD_DIGITS, rounded
+
+# A text shown, or what writes it: only a task that grades rationales ever reads what was shown.
+Shown = str | Callable[[], str]
 
 
 class Ledger:
@@ -30,7 +33,7 @@ class Ledger:
         self._bonus = 0.0
         self._waste = 0
         self._evidence: frozenset[str] = frozenset()
-        self._observed: list[tuple[frozenset[str], str]] = []
+        self._observed: list[tuple[frozenset[str], Shown]] = []
         self._rationales: list[str] = []
         self._declared: frozenset[str] | None = None
         self._severity_right = False
@@ -55,7 +58,9 @@ class Ledger:
     @property
     def observed(self) -> tuple[tuple[frozenset[str], str], ...]:
         """Every text shown, with the services it showed (none for the page and the dashboard)."""
-        return tuple(self._observed)
+        written = [(services, shown if isinstance(shown, str) else shown()) for services, shown in self._observed]
+        self._observed[:] = written  # each text written once
+        return tuple(written)
 
     @property
     def rationales(self) -> tuple[str, ...]:
@@ -78,8 +83,9 @@ class Ledger:
         """An action's rationale, graded at the end for the facts it cites."""
         self._rationales.append(rationale)
 
-    def observe(self, text: str, services: frozenset[str]) -> None:
-        """A view's text and the services it showed. Tokenized only if a rationale is ever graded."""
+    def observe(self, text: Shown, services: frozenset[str]) -> None:
+        """A view's text (or what writes it) and the services it showed. Written and tokenized only if a
+        rationale is ever graded."""
         self._observed.append((services, text))
 
     def looked(self, revealing: Iterable[str]) -> None:

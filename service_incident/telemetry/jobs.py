@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..faults import PROXY_TECHS
 from ..herrings import HERRINGS
@@ -169,10 +170,16 @@ def jobs_of(world: World, service: str) -> tuple[Job, ...]:
     """A service's background jobs: those of its kind and its technology's own, of which each incident
     runs its own subset (`phrases.incident_vocabulary`), so the same jobs do not recur everywhere."""
     node = world.plan.by_name[service]
-    own = _TECH_JOBS.get(node.tech, ())
-    common = () if node.tech in _OWN_JOBS_ONLY else _DATASTORE_JOBS if node.kind in OPERATIONS else _APP_JOBS
+    return _jobs(world.incident.id, node.tech, node.kind)
+
+
+# Kept: the metrics' breakdown, traces and logs ask on every look.
+@lru_cache(maxsize=4096)
+def _jobs(incident_id: str, tech: str, kind: str) -> tuple[Job, ...]:
+    own = _TECH_JOBS.get(tech, ())
+    common = () if tech in _OWN_JOBS_ONLY else _DATASTORE_JOBS if kind in OPERATIONS else _APP_JOBS
     jobs = {job.name: job for job in (*common, *own)}
-    return tuple(jobs[name] for name in incident_vocabulary(world.incident.id, "jobs", tuple(jobs)))
+    return tuple(jobs[name] for name in incident_vocabulary(incident_id, "jobs", tuple(jobs)))
 
 
 def job_for(world: World, service: str, *key: object) -> Job:

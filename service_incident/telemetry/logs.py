@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from copy import copy
 from datetime import timedelta
 from typing import TYPE_CHECKING, TypeVar
 
@@ -54,8 +53,6 @@ LogGroup = tuple[list[str], int, int, str]
 _Stops = dict[str, tuple[int, Pod]]
 # What is kept of a view for the incident: its groups of lines, or its lines' context.
 Kept = TypeVar("Kept", list[LogGroup], dict[str, str])
-# A pod, when it was created (epoch ms) and when its current container started (epoch s).
-_Timed = tuple[Pod, int, int]
 
 
 def logs(state: TelemetryState, service: str, step: int) -> str:
@@ -116,7 +113,7 @@ def _kept(
     found = kept.get((service, step))
     if found is None:
         found = kept[(service, step)] = render()
-    return copy(found)
+    return found.copy()
 
 
 def _evidence(world: World, service: str, step: int, begin_ms: int, end_ms: int) -> list[LogGroup]:
@@ -205,9 +202,7 @@ def _write(
     now = pods(state, service, step)
     context = _kept(state, state.shared.contexts, service, step, lambda: line_context(world, service, step, now))
     page_ms = epoch_ms(clock(world, 0))
-    by_step: dict[int, tuple[list[_Timed], list[_Timed], str, int]] = {step: _running(now, context["version"])}
-    # A rolling restart's replacements, each from the moment it took over.
-    replacing = [(when, _timed([new])[0]) for when, new in stops.values()]
+    by_step: dict[int, tuple[list[Pod], list[Pod], str, int]] = {step: _running(now, context["version"])}
     rendered = []
     process = _process(node.tech, profile.process)
     for moment_ms, template, who in placed:
@@ -217,7 +212,7 @@ def _write(
             by_step[at] = _running(pods(state, service, at), version(world, service, at))
         running, crashing, release, newest_ms = by_step[at]
         if who == _CRASHING and not crashing:
-            crashing.extend(timed for timed in running if timed[0].restarts)
+            crashing.extend(pod for pod in running if pod.restarts)
             if not crashing:
                 continue  # no container had crashed yet then
         pool = crashing if who == _CRASHING else running
@@ -226,42 +221,36 @@ def _write(
         elif who in ("", _CRASHING, _KEYED):
             # A pod writes only while it exists: after it was created and before it was told to stop.
             choices = [
-                timed
-                for timed in pool
-                if timed[1] <= moment_ms and (not stops or stops.get(timed[0].name, (moment_ms + 1,))[0] > moment_ms)
+                pod
+                for pod in pool
+                if pod.created_ms <= moment_ms and (not stops or stops.get(pod.name, (moment_ms + 1,))[0] > moment_ms)
             ]
             if who != _CRASHING:
                 # A rolling restart's replacements serve from the moment each took over.
-                choices += [new for when, new in replacing if when <= moment_ms and new not in choices]
+                choices += [new for when, new in stops.values() if when <= moment_ms and new not in choices]
             elif not choices:
                 continue  # every crashing container had been replaced by then
         else:
-            choices = [timed for timed in running if timed[0].name == who]
+            choices = [pod for pod in running if pod.name == who]
         choices = choices or pool
         if "{canary}" in template or "{canary_version}" in template:
             # A canary's failures and its rollout's status are its own pod's lines: the stable pods never
             # served those requests, nor run that release.
-            choices = [timed for timed in choices if timed[0].canary] or choices
+            choices = [pod for pod in choices if pod.canary] or choices
         draw = unit(iid, service, moment_ms) if who == _KEYED else rng.random()
-        pod, _, started_s = choices[int(draw * len(choices))]
+        pod = choices[int(draw * len(choices))]
         context["version"] = release
         context["endpoint"] = _endpoint(template, profile.endpoints, rng)
-        context["uptime"] = f"{max(0, moment_ms // 1000 - started_s) // 3600}h"
+        context["uptime"] = f"{max(0, moment_ms // 1000 - pod.started_s) // 3600}h"
         level_, _, message = fill(template, rng, context).partition(" ")
         rendered.append(f"{stamp_ms(moment_ms)} {pod.name} {process}[{pod.pid}]: {level_:<5} {message}")
     return "\n".join(rendered)
 
 
-def _running(running: list[Pod], release: str) -> tuple[list[_Timed], list[_Timed], str, int]:
+def _running(running: list[Pod], release: str) -> tuple[list[Pod], list[Pod], str, int]:
     """The pods running at a step, those of them whose containers crashed (filled when first asked),
     the release they run, and when the newest of them was created."""
-    timed = _timed(running)
-    return timed, [], release, max((created for _, created, _ in timed), default=0)
-
-
-def _timed(running: list[Pod]) -> list[_Timed]:
-    """Pods with the moments every line asks of them, worked out once a view."""
-    return [(pod, epoch_ms(pod.created), int(pod.started.timestamp())) for pod in running]
+    return running, [], release, max((pod.created_ms for pod in running), default=0)
 
 
 def _config_sync(world: World, service: str) -> tuple[int, int, str]:
@@ -423,5 +412,9 @@ def _endpoint(template: str, endpoints: tuple[str, ...], rng: random.Random) -> 
     return pick(rng, endpoints)
 
 
+# The process a technology's pods run, where it is not its kind's.
+_PROCESSES = {"mysql": "mysqld", "memcached": "memcached", "kafka": "kafka", "envoy": "envoy"}
+
+
 def _process(tech: str, default: str) -> str:
-    return {"mysql": "mysqld", "memcached": "memcached", "kafka": "kafka", "envoy": "envoy"}.get(tech, default)
+    return _PROCESSES.get(tech, default)

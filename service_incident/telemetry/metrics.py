@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 import msgspec
 
 from ..models import ERRORS_ONLY_FLOOR, EndpointMetrics, MetricPoint, Metrics
-from ..world import HISTORY_MINUTES, World, spread, unit
-from ..world.draws import WOBBLE_CHANNEL, WOBBLE_KEY, mix_lanes, pack, wobble_minute
+from ..world import HISTORY_MINUTES, ServiceState, World
+from ..world.draws import WOBBLE_CHANNEL, WOBBLE_KEY, Draws, mix_lanes, pack, wobble_minute
 from .clock import clock, format_time
 from .endpoints import fails_writes, on_path, own_error, request_templates, route
 from .jobs import failing_jobs, jobs_of
@@ -91,21 +91,22 @@ def _shape(state: TelemetryState, service: str) -> BreakdownShape:
     found = state.shared.breakdowns.get(service)
     if found is None:
         world = state.world
-        iid = world.incident.id
         node = world.plan.by_name[service]
+        # Every draw is keyed by the incident and the service first: hashed once (`Draws`).
+        draw = Draws(world.incident.id, service)
         templates, writes = request_templates(node.kind)
-        weights = [spread(0.5, 1.5, iid, service, template, "weight") for template in templates]
+        weights = [draw.spread(0.5, 1.5, f"{template}:weight") for template in templates]
         total = sum(weights)
         requests = tuple(
-            (route(template), template in writes, weight, spread(0.75, 1.0, iid, service, template, "p99"))
+            (route(template), template in writes, weight, draw.spread(0.75, 1.0, f"{template}:p99"))
             for template, weight in zip(templates, weights, strict=True)
         )
         jobs = tuple(
             (
                 job.name,
-                spread(0.05, 1.5, iid, service, job.name, "rate"),
-                spread(300.0, 4000.0, iid, service, job.name, "p99"),
-                node.error_rate * unit(iid, service, job.name, "errors"),
+                draw.spread(0.05, 1.5, f"{job.name}:rate"),
+                draw.spread(300.0, 4000.0, f"{job.name}:p99"),
+                node.error_rate * draw.unit(f"{job.name}:errors"),
             )
             for job in jobs_of(world, service)
         )
@@ -172,12 +173,18 @@ def points(state: TelemetryState, wanted: list[tuple[str, int]]) -> list[MetricP
     if missing:
         keys = {service: _noise_key(state, service) * WOBBLE_KEY for service in dict.fromkeys(s for s, _ in missing)}
         lanes = [
-            keys[service] + wobble_minute(minute) + channel for service, minute in missing for channel in _CHANNEL_KEYS
+            lane + channel
+            for lane in [keys[service] + wobble_minute(minute) for service, minute in missing]
+            for channel in _CHANNEL_KEYS
         ]
-        noise = mix_lanes(pack(lanes), len(lanes), 0)
-        width = len(_POINT_CHANNELS)
-        for index, (service, minute) in enumerate(missing):
-            kept[(service, minute)] = _point(state, service, minute, noise[index * width : (index + 1) * width])
+        noise = iter(mix_lanes(pack(lanes), len(lanes), 0))
+        states_at, minutes = state.world.states_at, state.shared.minutes
+        for want, p99, error_rate, rps, cpu, memory in zip(missing, noise, noise, noise, noise, noise, strict=False):
+            service, minute = want
+            at = minutes.get(minute)
+            if at is None:
+                at = minutes[minute] = format_time(clock(state.world, minute))[11:16]
+            kept[want] = _point(states_at(minute)[service], at, p99, error_rate, rps, cpu, memory)
     return [kept[want] for want in wanted]
 
 
@@ -187,14 +194,10 @@ def _noise_key(state: TelemetryState, service: str) -> int:
     return state.world.plan.by_name[service].key ^ (seed & 0xFFFFFFFF) ^ (seed >> 32 & 0xFFFFFFFF)
 
 
-def _point(state: TelemetryState, service: str, minute: int, noise: list[float]) -> MetricPoint:
-    """One minute of a service's signals, each with its own noise."""
-    world = state.world
-    service_state = world.states_at(minute)[service]
-    p99, error_rate, rps, cpu, memory = noise
-    at = state.shared.minutes.get(minute)
-    if at is None:
-        at = state.shared.minutes[minute] = format_time(clock(world, minute))[11:16]
+def _point(
+    service_state: ServiceState, at: str, p99: float, error_rate: float, rps: float, cpu: float, memory: float
+) -> MetricPoint:
+    """One minute of a service's signals (stamped `at`), each with its own noise."""
     return MetricPoint(
         at,
         float(round(service_state.p99_ms * (1.0 + METRIC_NOISE * p99))),

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ..faults import FAULTS, FaultType
 from ..world import HISTORY_MINUTES, World, fault_lead, spread, unit
-from .clock import clock, parse_time, step_of
+from .clock import clock, epoch_ms, parse_time, step_of
 from .deploys import canary_version, deploys, version
 from .templates import hexkey
 
@@ -36,6 +36,13 @@ class Pod:
     status: str
     last_termination: str | None
     canary: bool = False  # a pod of the canary deployment, running the release under test
+    # When it was created (epoch ms) and its current container started (epoch s): every line it writes asks.
+    created_ms: int = field(init=False, repr=False, compare=False)
+    started_s: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "created_ms", epoch_ms(self.created))
+        object.__setattr__(self, "started_s", int(self.started.timestamp()))
 
 
 def pods(state: TelemetryState, service: str, step: int) -> list[Pod]:
@@ -77,7 +84,8 @@ def _new_pods(state: TelemetryState, service: str, step: int) -> list[Pod]:
     # A restart is a new pod template (its restartedAt annotation), so a new ReplicaSet and hash; a
     # rollback returns to the previous release's template.
     restarted = sum(1 for e in world.history if e.service == service and e.remedy == "restart" and e.step <= step)
-    template = hexkey(iid, service, "rs", version(world, service, step), *([restarted] if restarted else []))[:5]
+    release = version(world, service, step)
+    template = hexkey(iid, service, "rs", release, *([restarted] if restarted else []))[:5]
     template += "9"
     crashing = crash(state, service)
     if crashing is not None and rollouts:
@@ -95,6 +103,7 @@ def _new_pods(state: TelemetryState, service: str, step: int) -> list[Pod]:
     # A live canary runs beside the stable pods: its own deployment, one pod taking its share of traffic.
     trial = canary_version(world, service, step)
     canaries = 0 if trial is None else 1
+    subnet = int(unit(iid, service, "net") * 250)
     for index in range(replicas + canaries):
         canary = index >= replicas
         scaled = node.replicas <= index < replicas
@@ -111,7 +120,7 @@ def _new_pods(state: TelemetryState, service: str, step: int) -> list[Pod]:
         else:
             started = now - timedelta(hours=spread(20, 900, iid, service, index, "age"), minutes=step)
             # A pod is never older than the release it runs: the rollout of that release replaced every pod.
-            shipped = released(state, service, trial if canary and trial else version(world, service, step))
+            shipped = released(state, service, trial if canary and trial else release)
             started = max(started, shipped + timedelta(seconds=spread(20, 240, iid, service, index, "roll")))
         created = started
         # Replicas added this minute are still starting (see SCALE_JOINING).
@@ -121,7 +130,7 @@ def _new_pods(state: TelemetryState, service: str, step: int) -> list[Pod]:
             if crashed is not None:
                 restarts, termination, status, started = crashed[0], crashed[1], crashed[2] or status, crashed[3]
         pid = 100 + int(unit(iid, service, generation, index, restarts, "pid") * 9800)
-        ip = f"10.{int(unit(iid, service, 'net') * 250)}.{index}.{10 + int(unit(iid, name) * 200)}"
+        ip = f"10.{subnet}.{index}.{10 + int(unit(iid, name) * 200)}"
         found.append(Pod(name, pid, ip, created, started, restarts, status, termination, canary))
     return found
 

@@ -7,6 +7,7 @@ import random
 import re
 from collections.abc import Callable
 from functools import cache
+from typing import Protocol
 
 from ..world import unit
 
@@ -15,7 +16,21 @@ LEVELS = ("CRIT", "PANIC", "FATAL", "ERROR", "WARN", "LOG", "INFO")
 LOUD_LEVELS = LEVELS[:5]
 
 _FIELD = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
-_Piece = Callable[[random.Random, dict[str, str]], str]
+
+
+class RandomSource(Protocol):
+    """What a template draws from: an rng, or the draws it took earlier (`replay`)."""
+
+    def random(self) -> float: ...
+
+    def getrandbits(self, k: int, /) -> int: ...
+
+
+_Piece = Callable[[RandomSource, dict[str, str]], str]
+# The fields that draw: what each takes from the rng, in `fill`'s order (a number of bits, or None for
+# one `random()`), and the text of a template drawn then written later.
+_DRAWING = ("int", "float", "hex", "pick")
+Taken = tuple[float | int, ...]
 
 
 def level(line: str) -> str:
@@ -28,7 +43,7 @@ def rng_for(seed: int, *key: object) -> random.Random:
     return random.Random(":".join(map(str, (seed, *key))))
 
 
-def pick(rng: random.Random, options: tuple[str, ...] | list[str]) -> str:
+def pick(rng: RandomSource, options: tuple[str, ...] | list[str]) -> str:
     return options[int(rng.random() * len(options))]
 
 
@@ -79,8 +94,46 @@ def _compile(template: str) -> tuple[_Piece, ...]:
     return tuple(pieces)
 
 
-def fill(template: str, rng: random.Random, context: dict[str, str]) -> str:
+def fill(template: str, rng: RandomSource, context: dict[str, str]) -> str:
     """Expand a template: {int:a:b}, {float:a:b}, {hex:n}, {pick:a|b} and named context fields."""
     if "{" not in template:
         return template
     return "".join([piece(rng, context) for piece in _compile(template)])
+
+
+@cache
+def _draw_bits(template: str) -> tuple[int | None, ...]:
+    """What `fill` draws for a template, field by field: the bits of a {hex} field, None for a field that
+    takes one `random()`. Named fields draw nothing, unless their text does ({endpoint})."""
+    return tuple(
+        4 * int(match.group(2) or "0") if match.group(1) == "hex" else None
+        for match in _FIELD.finditer(template)
+        if match.group(1) in _DRAWING
+    )
+
+
+def take(template: str, rng: random.Random) -> Taken:
+    """The draws `fill` takes for a template with no named fields, without writing its text: what a
+    rendering that may never show the text takes, so its later draws are the same (`replay` writes it)."""
+    random_, bits_ = rng.random, rng.getrandbits
+    return tuple([random_() if bits is None else bits_(bits) for bits in _draw_bits(template)])
+
+
+class _Replay:
+    """Hands `fill` the draws `take` took, in order, as its rng."""
+
+    __slots__ = ("_next",)
+
+    def __init__(self, taken: Taken) -> None:
+        self._next: Callable[[], float | int] = iter(taken).__next__
+
+    def random(self) -> float:
+        return self._next()
+
+    def getrandbits(self, k: int, /) -> int:
+        return int(self._next())
+
+
+def replay(template: str, taken: Taken) -> str:
+    """A template with no named fields as `fill` writes it from the draws `take` took."""
+    return fill(template, _Replay(taken), {})

@@ -19,7 +19,7 @@ from ..world.lognormal import Z99
 from .endpoints import fails_writes, on_path, operations, own_error, request_templates, route, routes
 from .escalation import partner_call
 from .jobs import minor_job
-from .templates import fill, rng_for
+from .templates import Taken, replay, rng_for, take
 
 if TYPE_CHECKING:
     from .state import TelemetryState
@@ -38,16 +38,17 @@ SPAN_STATUS: dict[FailureMode, str] = {
     "rejected": "error(rejected)",
     "handshake": "error(503)",
 }
+# An operation: its text, or the template it is drawn from and its draws, written only if a view shows
+# the span (`operation`): a view shows a few of the sample's couple of hundred spans.
+Operation = str | tuple[str, Taken]
 # A span: its depth, service, operation, duration in ms, status.
-_Span = tuple[int, str, str, float, str]
+_Span = tuple[int, str, Operation, float, str]
 # What a span holds until its children are drawn: nothing reads it before it is replaced.
 _PENDING: _Span = (0, "", "", 0.0, "ok")
 # Draws a span of a service, at a depth, into a request's spans, called over an edge (None at the entry).
 _DrawSpan = Callable[[str, int, list[_Span], Edge | None], tuple[float, str, str]]
 # The statuses of a call the caller gave up on.
 _GAVE_UP = ("timeout", "cancelled")
-# Operation templates name no context fields: every drawn part of one is drawn from the rng.
-_NO_CONTEXT: dict[str, str] = {}
 _TWO_PI = 2.0 * math.pi  # as random.gauss has it
 # Services that call an outside party (a provider or partner) on some of their requests, as a client
 # span of their own under the request's span, taking part of its own time.
@@ -119,8 +120,15 @@ def traces(
         lines.append("no sampled request matches")
     for request in kept:
         lines.append(f"trace {request.trace_id:08x} {request.total_ms:.0f}ms {request.status}")
-        lines += [f"{'  ' * (depth + 1)}{name} {op} {ms:.0f}ms {st}" for depth, name, op, ms, st in request.spans]
+        lines += [
+            f"{'  ' * (depth + 1)}{name} {operation(op)} {ms:.0f}ms {st}" for depth, name, op, ms, st in request.spans
+        ]
     return "\n".join(lines)
+
+
+def operation(op: Operation) -> str:
+    """An operation's text. Operation templates name no context fields: every drawn part is a draw."""
+    return op if isinstance(op, str) else replay(*op)
 
 
 def failed_shown(requests: list[Request]) -> list[Request]:
@@ -148,13 +156,17 @@ def breakdown(
     failed, and their p99 (nearest rank).
 
     A function of the sampled requests alone, so it reads the same for any service they came from."""
+    on: dict[str, list[Request]] = {}
+    for request in requests:
+        on.setdefault(request.route, []).append(request)
     lines = []
     for name, (row, counted) in [
         *((e, ("endpoint", "requests")) for e in endpoints),
         *((j, ("job", "runs")) for j in jobs),
     ]:
-        durations = sorted(r.total_ms for r in requests if r.route == name)
-        failed = sum(r.failed for r in requests if r.route == name)
+        mine = on.get(name, [])
+        durations = sorted(r.total_ms for r in mine)
+        failed = sum(r.failed for r in mine)
         if errors_only and not failed:
             continue
         p99 = f"p99 {durations[math.ceil(0.99 * len(durations)) - 1]:.0f} ms" if durations else "p99 -"
@@ -242,9 +254,8 @@ def _span_drawer(world: World, step: int, rng: random.Random) -> _DrawSpan:  # n
         if source is None:
             source = sources[service] = _span_source(world, service, step)
         choice = int(random_() * len(source.operations))
-        op = source.operations[choice]
-        if source.drawn[choice]:
-            op = fill(op, rng, _NO_CONTEXT)
+        template = source.operations[choice]
+        op: Operation = (template, take(template, rng)) if source.drawn[choice] else template
         # rng.gauss(0.0, sigma) written out, its cached second value included: the same draws, without
         # the cost of a call in Python on every span.
         nonlocal spare
