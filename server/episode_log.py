@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import sqlite3
+import struct
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -105,16 +106,31 @@ class MemoryLog:
         pass
 
 
+# One row per episode, its actions appended to one blob, each behind its length: a step is one UPDATE of
+# one row, where a row per action cost a second statement and a second b-tree. (The table is named
+# anew: a file an earlier version wrote holds its logs in `episodes` and `actions`, left alone.)
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS episodes (
-    key TEXT PRIMARY KEY, owner TEXT NOT NULL, head BLOB NOT NULL, length INTEGER NOT NULL, touched REAL NOT NULL
+CREATE TABLE IF NOT EXISTS logs (
+    key TEXT PRIMARY KEY, owner TEXT NOT NULL, head BLOB NOT NULL, length INTEGER NOT NULL, touched REAL NOT NULL,
+    actions BLOB NOT NULL
 );
-CREATE INDEX IF NOT EXISTS episodes_by_owner ON episodes (owner, touched);
-CREATE INDEX IF NOT EXISTS episodes_by_touch ON episodes (touched);
-CREATE TABLE IF NOT EXISTS actions (
-    key TEXT NOT NULL, n INTEGER NOT NULL, action BLOB NOT NULL, PRIMARY KEY (key, n)
-) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS logs_by_owner ON logs (owner, touched);
+CREATE INDEX IF NOT EXISTS logs_by_touch ON logs (touched);
 """
+_ACTION_LENGTH = struct.Struct(">I")
+
+
+def _framed(actions: list[bytes]) -> bytes:
+    return b"".join(_ACTION_LENGTH.pack(len(action)) + action for action in actions)
+
+
+def _unframed(blob: bytes) -> list[bytes]:
+    actions, at, size = [], 0, _ACTION_LENGTH.size
+    while at < len(blob):
+        (length,) = _ACTION_LENGTH.unpack_from(blob, at)
+        actions.append(blob[at + size : at + size + length])
+        at += size + length
+    return actions
 
 
 # A write the SQLite writer thread makes inside a batch's transaction; its result is a row count.
@@ -165,14 +181,11 @@ class SqliteLog:
         return bool(await self._commits.write(partial(_append, key, index, actions, time.time())))
 
     async def load(self, key: str) -> Logged | None:
-        row = self._reader.execute("SELECT head, length FROM episodes WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            return None
-        actions = [a for (a,) in self._reader.execute("SELECT action FROM actions WHERE key = ? ORDER BY n", (key,))]
-        return Logged(row[0], actions[: row[1]])
+        row = self._reader.execute("SELECT head, actions FROM logs WHERE key = ?", (key,)).fetchone()
+        return None if row is None else Logged(row[0], _unframed(row[1]))
 
     async def length(self, key: str) -> int | None:
-        row = self._reader.execute("SELECT length FROM episodes WHERE key = ?", (key,)).fetchone()
+        row = self._reader.execute("SELECT length FROM logs WHERE key = ?", (key,)).fetchone()
         return None if row is None else int(row[0])
 
     async def drop(self, key: str) -> None:
@@ -197,34 +210,30 @@ def _connect(path: str) -> sqlite3.Connection:
 
 
 def _create(key: str, head: bytes, owner: str, per_owner: int, now: float, db: sqlite3.Connection) -> int:
-    for (old,) in db.execute(
-        "SELECT key FROM episodes WHERE owner = ? AND key != ? ORDER BY touched DESC LIMIT -1 OFFSET ?",
+    db.execute(
+        "DELETE FROM logs WHERE key IN (SELECT key FROM logs WHERE owner = ? AND key != ? "
+        "ORDER BY touched DESC LIMIT -1 OFFSET ?)",
         (owner, key, per_owner - 1),
-    ).fetchall():
-        _drop(old, db)
-    db.execute("DELETE FROM actions WHERE key = ?", (key,))
-    db.execute("INSERT OR REPLACE INTO episodes VALUES (?, ?, ?, 0, ?)", (key, owner, head, now))
+    )
+    db.execute("INSERT OR REPLACE INTO logs VALUES (?, ?, ?, 0, ?, x'')", (key, owner, head, now))
     return 1
 
 
 def _append(key: str, index: int, actions: list[bytes], now: float, db: sqlite3.Connection) -> int:
-    moved = db.execute(
-        "UPDATE episodes SET length = length + ?, touched = ? WHERE key = ? AND length = ?",
-        (len(actions), now, key, index),
+    # `||` answers text; in a UTF-8 database (the default) the cast back gives the very bytes joined.
+    return db.execute(
+        "UPDATE logs SET length = length + ?, touched = ?, actions = CAST(actions || ? AS BLOB) "
+        "WHERE key = ? AND length = ?",
+        (len(actions), now, _framed(actions), key, index),
     ).rowcount
-    if moved:
-        db.executemany("INSERT INTO actions VALUES (?, ?, ?)", [(key, index + i, a) for i, a in enumerate(actions)])
-    return moved
 
 
 def _drop(key: str, db: sqlite3.Connection) -> int:
-    db.execute("DELETE FROM actions WHERE key = ?", (key,))
-    return db.execute("DELETE FROM episodes WHERE key = ?", (key,)).rowcount
+    return db.execute("DELETE FROM logs WHERE key = ?", (key,)).rowcount
 
 
 def _expire(deadline: float, db: sqlite3.Connection) -> int:
-    db.execute("DELETE FROM actions WHERE key IN (SELECT key FROM episodes WHERE touched < ?)", (deadline,))
-    return db.execute("DELETE FROM episodes WHERE touched < ?", (deadline,)).rowcount
+    return db.execute("DELETE FROM logs WHERE touched < ?", (deadline,)).rowcount
 
 
 # Each runs atomically in Redis. A log is a list: the head, then the actions; an owner's episodes a
@@ -245,23 +254,29 @@ redis.call('ZADD', KEYS[2], now, ARGV[5])
 redis.call('EXPIRE', KEYS[2], math.ceil(idle))
 return 1
 """
-# The appends of a batch in one script: KEYS the logs; ARGV the TTL, then for each log the actions it
-# holds (its index), how many it appends, and those. Each lands only where its log ends (1) or not (0).
+# The appends of a batch in one script: KEYS the logs; ARGV the TTL, then one blob of each log's index
+# (the actions it holds) and count, and its actions each behind its length (`_framed`). One argument, so
+# the client packs a few commands' worth of bytes rather than an argument per action. Each lands only
+# where its log ends ('1') or not ('0'), answered as one string rather than an array to parse.
 _APPEND = """
-local ttl, at, moved = ARGV[1], 2, {}
+local ttl, blob, at, moved = ARGV[1], ARGV[2], 1, {}
 for i, key in ipairs(KEYS) do
-    local index, count = tonumber(ARGV[at]), tonumber(ARGV[at + 1])
-    if redis.call('LLEN', key) == index + 1 then
-        redis.call('RPUSH', key, unpack(ARGV, at + 2, at + 1 + count))
-        redis.call('EXPIRE', key, ttl)
-        moved[i] = 1
-    else
-        moved[i] = 0
+    local index, count, actions = 0, 0, {}
+    index, count, at = struct.unpack('>I4I4', blob, at)
+    for j = 1, count do
+        actions[j], at = struct.unpack('>I4c0', blob, at)
     end
-    at = at + 2 + count
+    if redis.call('LLEN', key) == index + 1 then
+        redis.call('RPUSH', key, unpack(actions))
+        redis.call('EXPIRE', key, ttl)
+        moved[i] = '1'
+    else
+        moved[i] = '0'
+    end
 end
-return moved
+return table.concat(moved)
 """
+_APPEND_HEAD = struct.Struct(">II")
 
 
 REDIS_CONNECTIONS = 64
@@ -309,24 +324,27 @@ class RedisLog:
 
     async def _write_batch(self, batch: list[_Append | _Command]) -> list[Any]:
         commands: list[tuple[Any, ...]] = []
-        answers: list[int] = []  # how many writes each command answers for, 0 for a command's own reply
+        scripted: list[bool] = []  # whether each command is the appends' script, answering for many writes
         for appending, run in itertools.groupby(batch, key=lambda write: isinstance(write, _Append)):
             if appending:
                 appends = [write for write in run if isinstance(write, _Append)]
                 keys = [self.PREFIX + append.key for append in appends]
-                args = [arg for a in appends for arg in (a.logged, len(a.actions), *a.actions)]
-                commands.append(("EVAL", _APPEND, len(keys), *keys, max(1, round(self.idle_timeout_s)), *args))
-                answers.append(len(appends))
+                blob = b"".join(_APPEND_HEAD.pack(a.logged, len(a.actions)) + _framed(a.actions) for a in appends)
+                commands.append(("EVAL", _APPEND, len(keys), *keys, max(1, round(self.idle_timeout_s)), blob))
+                scripted.append(True)
             else:
                 for write in run:
                     assert isinstance(write, _Command)
                     commands.append(write.args)
-                    answers.append(0)
+                    scripted.append(False)
         async with self._redis.pipeline(transaction=False) as pipe:
             for command in commands:
                 pipe.pipeline_execute_command(*command)
             replies = await pipe.execute()
-        return [result for reply, n in zip(replies, answers, strict=True) for result in (reply if n else [reply])]
+        results: list[Any] = []
+        for reply, many in zip(replies, scripted, strict=True):
+            results.extend(_moved(reply) if many else [reply])
+        return results
 
     async def create(self, key: str, head: bytes, owner: str) -> None:
         keys = [self.PREFIX + key, self.OWNERS + owner]
@@ -353,6 +371,11 @@ class RedisLog:
     async def aclose(self) -> None:
         await self._commits.aclose()
         await self._redis.aclose()
+
+
+def _moved(reply: bytes) -> list[bool]:
+    """The batch script's answer, one '1' (landed) or '0' (behind) an append, as one result each."""
+    return [flag == ord("1") for flag in reply]
 
 
 def open_log(
