@@ -121,7 +121,7 @@ _LENGTH = struct.Struct(">I")
 
 def _framed(pieces: list[bytes]) -> bytes:
     """Each piece behind its length, so that no byte inside one (a NUL, a newline) can end it."""
-    return b"".join(_LENGTH.pack(len(piece)) + piece for piece in pieces)
+    return b"".join([_LENGTH.pack(len(piece)) + piece for piece in pieces])
 
 
 def _unframed(blob: bytes) -> list[bytes]:
@@ -141,7 +141,7 @@ class SqliteLog:
     """A SQLite file for the workers of one box.
 
     Writes go to one writer thread in batches (group_commit.py): the saves sessions make while one
-    transaction commits share the next one, so a step costs a couple of statements rather than a
+    transaction commits share the next one, so a step costs one statement rather than a
     transaction of its own, and the event loop never waits on the file or on another worker's lock.
     Reads run on the loop, on a connection of their own, beside the writer (WAL).
 
