@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_scale.py            # a few minutes
     .venv/bin/python bench/bench_scale.py --quick    # a smoke run
+    .venv/bin/python bench/bench_scale.py --saves [--against DIR]   # only (b) in process, beside DIR's stores
 
 It measures, in one run (quote ratios from one run: the machine may be shared):
 (a) full-environment steps/s at 256 sessions (hard task, whole episodes): one process with each
@@ -14,7 +15,8 @@ It measures, in one run (quote ratios from one run: the machine may be shared):
     leave) and the busiest server process's part of the servers' CPU (50% when two share evenly);
 (b) what the episode log adds per step: in process, the CPU of saves alone (64 episodes saving at
     once, so the stores write in batches) against a step alone; and in the server, row (a)'s
-    1-process figures;
+    1-process figures. `--saves` runs the in-process part alone, the least of SAVE_TRIES runs a
+    store; `--against DIR` times another checkout's stores (its `server/`) in turns with these;
 (c) resume latency over a WebSocket (connect, resume, reply) at step 5 and at the last step of a
     gen_expert episode, p50 and p99, per store;
 (d) the kill drill: 200 episodes across two processes behind nginx, one killed (SIGKILL) a third of
@@ -30,9 +32,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import http.client
+import importlib
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -41,11 +46,11 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import msgspec
@@ -74,6 +79,8 @@ LOADERS = 2
 ROUNDS = 3
 # Episodes saving at once in the in-process store measurement.
 CONCURRENT = 64
+# Runs of each store in `--saves`, taken in turns with the other checkout's: the least of them counts.
+SAVE_TRIES = 5
 
 # One load generator: a share of the sessions, spread over the URLs given. It connects them all, says
 # so, and plays once told to: handshakes and imports stay out of the timed window. It reports its own
@@ -221,7 +228,30 @@ def step_cpu(steps: int) -> float:
     return (time.process_time() - started) / taken * 1e6
 
 
-def save_cpu(steps: int, store: str) -> float:
+class StoreCode(NamedTuple):
+    """One checkout's episode stores, as (b) drives them."""
+
+    open_log: Callable[..., Any]
+    replayer: Callable[..., Replayer]
+    episode: Callable[..., Episode]
+
+
+THIS = StoreCode(open_log, Replayer, Episode)
+
+
+def checkout_stores(root: Path) -> StoreCode:
+    """Another checkout's stores, imported beside these: its server package's modules import one
+    another relatively, so a copy of it under a name of its own is that checkout's."""
+    home = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    shutil.copytree(root / "server", home / "against_server", ignore=shutil.ignore_patterns("__pycache__", "web"))
+    sys.path.insert(0, str(home))
+    episode_log = importlib.import_module("against_server.episode_log")
+    replay = importlib.import_module("against_server.replay")
+    return StoreCode(episode_log.open_log, replay.Replayer, replay.Episode)
+
+
+def save_cpu(steps: int, store: str, code: StoreCode = THIS) -> float:
     """CPU µs of this process (every thread of it) per step that saving costs, with CONCURRENT
     episodes saving at once as a server's sessions do (so a store may write many saves together):
     each creates its log, appends a hard episode's actions one save a step, yielding after each as
@@ -233,14 +263,14 @@ def save_cpu(steps: int, store: str) -> float:
     head = msgspec.json.encode(ResetRequest(task_id="hard", seed=1))
 
     async def run() -> float:
-        log = open_log(store, 10**6, 10**6, 3600)
-        replayer = Replayer(log, ServiceIncidentEnvironment, None)
+        log = code.open_log(store, 10**6, 10**6, 3600)
+        replayer = code.replayer(log, ServiceIncidentEnvironment, None)
         taken = 0
 
         async def player(i: int) -> None:
             nonlocal taken
             while taken < steps:
-                episode = Episode(recorded, f"{i}-{taken}", "bench", head)
+                episode = code.episode(recorded, f"{i}-{taken}", "bench", head)
                 await replayer.save(episode)
                 for action in actions:
                     episode.unsaved.append(action)
@@ -257,6 +287,27 @@ def save_cpu(steps: int, store: str) -> float:
             await log.aclose()
 
     return asyncio.run(run())
+
+
+def saves_table(stores: list[tuple[str, list[str]]], steps: int, against: Path | None) -> None:
+    """(b)'s in-process part alone: each store's least CPU per saved step over SAVE_TRIES runs, in
+    turns with another checkout's if given (each its own of the store URLs given), against a step alone."""
+    codes = [THIS, *([checkout_stores(against)] if against else [])]
+    alone = min(step_cpu(steps) for _ in range(3))
+    print(f"\n## (b) the episode log's CPU per step in process: {CONCURRENT} episodes saving at once, {steps} steps")
+    print(f"a step alone (hard, resets included): {alone:.0f} µs, least of 3 runs; a store, least of {SAVE_TRIES}")
+    extra = " against µs | against, of a step alone | this / against |" if against else ""
+    print(f"| store | µs per step | of a step alone |{extra}\n|---|---|---|{'---|' * extra.count('|')}")
+    for name, urls in stores:
+        tries: list[list[float]] = [[] for _ in codes]
+        for _ in range(SAVE_TRIES):
+            for i, code in enumerate(codes):
+                tries[i].append(save_cpu(steps, urls[i], code))
+        least = [min(each) for each in tries]
+        cells = [f"{cost:.1f} | {cost / alone:.1%}" for cost in least]
+        if against:
+            cells.append(f"{least[0] / least[1]:.2f}x")
+        print(f"| {name} | {' | '.join(cells)} |")
 
 
 # --- (c) resume latency ---------------------------------------------------------------------------------
@@ -497,6 +548,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: short and small")
     parser.add_argument("--http", action="store_true", help="only (e), the HTTP episodes")
+    parser.add_argument("--saves", action="store_true", help="only (b) in process, the stores' CPU per step")
+    parser.add_argument("--against", type=Path, help="with --saves: the root of another checkout to time beside")
     args = parser.parse_args()
     seconds, steps, repeats, episodes = (3.0, 500, 5, 60) if args.quick else (15.0, 5000, 40, 200)
     print(f"# bench_scale: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
@@ -506,6 +559,11 @@ def main() -> None:
         sqlite_url = f"sqlite://{folder}/episodes.sqlite3"
         if args.http:
             http_steps_table(sqlite_url, redis_url, steps)
+            return
+        if args.saves:
+            sqlite_urls = [f"sqlite://{folder}/episodes-{i}.sqlite3" for i in range(2)]
+            stores = [("memory", ["memory"] * 2), ("SQLite", sqlite_urls), ("Redis", [redis_url] * 2)]
+            saves_table(stores, steps * 2, args.against)
             return
 
         print(f"\n## (a) steps/s, {SESSIONS} sessions of the full environment (hard), {seconds:g} s each")

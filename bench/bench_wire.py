@@ -7,7 +7,8 @@ ways, in process (the least of a few tries each): plainly, as one msgspec encode
 and by the server's FrameEncoder, which splices in the bytes of the views earlier frames carried.
 Both give the same bytes (checked here on every frame, and by tests/test_wire_frames.py). Times are
 the process's CPU time, so other work on a shared machine inflates nothing; the step's is the core's
-own step.
+own step. Beside the table by step number, one of each episode's first and last step: the smallest
+and the largest frame an episode sends after its reset.
 
     python bench/bench_wire.py [--episodes N] [--task gen_expert]
 """
@@ -67,20 +68,23 @@ def timed(frames: FrameEncoder, observation: Observation) -> tuple[float, float]
     return min(plain), min(spliced)
 
 
-# Per step number: frame bytes, core step, plain encode, spliced encode (seconds).
-Samples = dict[int, list[tuple[int, float, float, float]]]
+# One step's reply: frame bytes, core step, plain encode, spliced encode (seconds).
+Sample = tuple[int, float, float, float]
+# Each episode's steps, in order.
+Episodes = list[list[Sample]]
 
 
-def measure(task_id: str, episodes: int) -> tuple[Samples, Samples]:
-    """(the expert's steps, every_look's steps)."""
+def measure(task_id: str, episodes: int) -> tuple[Episodes, Episodes]:
+    """(the expert's episodes, every_look's episodes)."""
     env = ServiceIncidentEnvironment()
-    found: tuple[Samples, Samples] = (defaultdict(list), defaultdict(list))
+    found: tuple[Episodes, Episodes] = ([], [])
     for seed in range(episodes):
-        for expert, samples in zip((True, False), found, strict=True):
+        for expert, played in zip((True, False), found, strict=True):
             observation = env.reset(task_id=task_id, seed=seed)
             frames = FrameEncoder()
             frames.observation_text(observation)  # the reset's reply, as a session sends it first
             agent, looks = ExpertAgent(), every_look(observation)
+            steps: list[Sample] = []
             while not observation.done:
                 action = agent.act(observation) if expert else next(looks)
                 started = clock()
@@ -90,29 +94,42 @@ def measure(task_id: str, episodes: int) -> tuple[Samples, Samples]:
                 text = frames.observation_text(observation)  # the reply sent: the encoder moves on
                 if text != plain_text(observation):
                     raise AssertionError(f"spliced frame differs from the plain encode: {task_id} seed {seed}")
-                samples[observation.step_count].append((len(text), core, plain, spliced))
+                steps.append((len(text), core, plain, spliced))
+            played.append(steps)
     return found
 
 
-def table(title: str, samples: Samples) -> None:
-    print(f"\n{title}: medians per step number (µs, CPU time)\n")
-    print("| step | frames | frame KB | core step | plain encode | spliced encode | plain / step | spliced / step |")
-    print("|---|---|---|---|---|---|---|---|")
-    totals = [0.0, 0.0, 0.0]
-    for step in sorted(samples):
-        rows = samples[step]
-        size, core, plain, spliced = (statistics.median(column) for column in zip(*rows, strict=True))
-        for i in range(3):
-            totals[i] += sum(row[i + 1] for row in rows)
-        print(
-            f"| {step} | {len(rows)} | {size / 1024:.1f} | {core * 1e6:.0f} | {plain * 1e6:.1f} | {spliced * 1e6:.1f} "
-            f"| {plain / core:.1%} | {spliced / core:.1%} |"
-        )
-    core, plain, spliced = totals
-    print(
-        f"| all | {sum(len(rows) for rows in samples.values())} | | | | | {plain / core:.1%} | {spliced / core:.1%} |"
+def row(label: str, samples: list[Sample]) -> str:
+    """A table row of the medians of `samples`."""
+    size, core, plain, spliced = (statistics.median(column) for column in zip(*samples, strict=True))
+    return (
+        f"| {label} | {len(samples)} | {size / 1024:.1f} | {core * 1e6:.0f} | {plain * 1e6:.1f} | {spliced * 1e6:.1f} "
+        f"| {plain / core:.1%} | {spliced / core:.1%} |"
     )
+
+
+COLUMNS = (
+    "| frames | frame KB | core step | plain encode | spliced encode | plain / step | spliced / step |\n"
+    "|---|---|---|---|---|---|---|---|"
+)
+
+
+def table(title: str, episodes: Episodes) -> None:
+    by_step: dict[int, list[Sample]] = defaultdict(list)
+    for steps in episodes:
+        for number, sample in enumerate(steps, 1):
+            by_step[number].append(sample)
+    print(f"\n{title}: medians per step number (µs, CPU time)\n")
+    print(f"| step {COLUMNS}")
+    for number in sorted(by_step):
+        print(row(str(number), by_step[number]))
+    every = [sample for steps in episodes for sample in steps]
+    core, plain, spliced = (sum(sample[i] for sample in every) for i in (1, 2, 3))
+    print(f"| all | {len(every)} | | | | | {plain / core:.1%} | {spliced / core:.1%} |")
     print(f"\nSummed over every step: spliced encode {spliced / plain:.2f}x the plain encode's CPU time.")
+    print(f"\n| each episode's {COLUMNS}")
+    print(row("first step", [steps[0] for steps in episodes if steps]))
+    print(row("last step", [steps[-1] for steps in episodes if steps]))
 
 
 def main() -> None:

@@ -18,14 +18,14 @@ processes can never interleave one episode's steps: the second learns it is behi
 from __future__ import annotations
 
 import asyncio
-import itertools
 import sqlite3
+import struct
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from .bounded import BoundedStore, Clock
@@ -105,16 +105,32 @@ class MemoryLog:
         pass
 
 
+# One row per episode, its actions appended to one blob, each behind its length: a step is one UPDATE of
+# one row, where a row per action cost a second statement and a second b-tree. (The table is named
+# anew: a file an earlier version wrote holds its logs in `episodes` and `actions`, left alone.)
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS episodes (
-    key TEXT PRIMARY KEY, owner TEXT NOT NULL, head BLOB NOT NULL, length INTEGER NOT NULL, touched REAL NOT NULL
+CREATE TABLE IF NOT EXISTS logs (
+    key TEXT PRIMARY KEY, owner TEXT NOT NULL, head BLOB NOT NULL, length INTEGER NOT NULL, touched REAL NOT NULL,
+    actions BLOB NOT NULL
 );
-CREATE INDEX IF NOT EXISTS episodes_by_owner ON episodes (owner, touched);
-CREATE INDEX IF NOT EXISTS episodes_by_touch ON episodes (touched);
-CREATE TABLE IF NOT EXISTS actions (
-    key TEXT NOT NULL, n INTEGER NOT NULL, action BLOB NOT NULL, PRIMARY KEY (key, n)
-) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS logs_by_owner ON logs (owner, touched);
+CREATE INDEX IF NOT EXISTS logs_by_touch ON logs (touched);
 """
+_LENGTH = struct.Struct(">I")
+
+
+def _framed(pieces: list[bytes]) -> bytes:
+    """Each piece behind its length, so that no byte inside one (a NUL, a newline) can end it."""
+    return b"".join([_LENGTH.pack(len(piece)) + piece for piece in pieces])
+
+
+def _unframed(blob: bytes) -> list[bytes]:
+    pieces, at, size = [], 0, _LENGTH.size
+    while at < len(blob):
+        (length,) = _LENGTH.unpack_from(blob, at)
+        pieces.append(blob[at + size : at + size + length])
+        at += size + length
+    return pieces
 
 
 # A write the SQLite writer thread makes inside a batch's transaction; its result is a row count.
@@ -125,7 +141,7 @@ class SqliteLog:
     """A SQLite file for the workers of one box.
 
     Writes go to one writer thread in batches (group_commit.py): the saves sessions make while one
-    transaction commits share the next one, so a step costs a couple of statements rather than a
+    transaction commits share the next one, so a step costs one statement rather than a
     transaction of its own, and the event loop never waits on the file or on another worker's lock.
     Reads run on the loop, on a connection of their own, beside the writer (WAL).
 
@@ -165,14 +181,11 @@ class SqliteLog:
         return bool(await self._commits.write(partial(_append, key, index, actions, time.time())))
 
     async def load(self, key: str) -> Logged | None:
-        row = self._reader.execute("SELECT head, length FROM episodes WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            return None
-        actions = [a for (a,) in self._reader.execute("SELECT action FROM actions WHERE key = ? ORDER BY n", (key,))]
-        return Logged(row[0], actions[: row[1]])
+        row = self._reader.execute("SELECT head, actions FROM logs WHERE key = ?", (key,)).fetchone()
+        return None if row is None else Logged(row[0], _unframed(row[1]))
 
     async def length(self, key: str) -> int | None:
-        row = self._reader.execute("SELECT length FROM episodes WHERE key = ?", (key,)).fetchone()
+        row = self._reader.execute("SELECT length FROM logs WHERE key = ?", (key,)).fetchone()
         return None if row is None else int(row[0])
 
     async def drop(self, key: str) -> None:
@@ -197,71 +210,90 @@ def _connect(path: str) -> sqlite3.Connection:
 
 
 def _create(key: str, head: bytes, owner: str, per_owner: int, now: float, db: sqlite3.Connection) -> int:
-    for (old,) in db.execute(
-        "SELECT key FROM episodes WHERE owner = ? AND key != ? ORDER BY touched DESC LIMIT -1 OFFSET ?",
+    db.execute(
+        "DELETE FROM logs WHERE key IN (SELECT key FROM logs WHERE owner = ? AND key != ? "
+        "ORDER BY touched DESC LIMIT -1 OFFSET ?)",
         (owner, key, per_owner - 1),
-    ).fetchall():
-        _drop(old, db)
-    db.execute("DELETE FROM actions WHERE key = ?", (key,))
-    db.execute("INSERT OR REPLACE INTO episodes VALUES (?, ?, ?, 0, ?)", (key, owner, head, now))
+    )
+    db.execute("INSERT OR REPLACE INTO logs VALUES (?, ?, ?, 0, ?, x'')", (key, owner, head, now))
     return 1
 
 
 def _append(key: str, index: int, actions: list[bytes], now: float, db: sqlite3.Connection) -> int:
-    moved = db.execute(
-        "UPDATE episodes SET length = length + ?, touched = ? WHERE key = ? AND length = ?",
-        (len(actions), now, key, index),
+    # `||` answers text; in a UTF-8 database (the default) the cast back gives the very bytes joined.
+    return db.execute(
+        "UPDATE logs SET length = length + ?, touched = ?, actions = CAST(actions || ? AS BLOB) "
+        "WHERE key = ? AND length = ?",
+        (len(actions), now, _framed(actions), key, index),
     ).rowcount
-    if moved:
-        db.executemany("INSERT INTO actions VALUES (?, ?, ?)", [(key, index + i, a) for i, a in enumerate(actions)])
-    return moved
 
 
 def _drop(key: str, db: sqlite3.Connection) -> int:
-    db.execute("DELETE FROM actions WHERE key = ?", (key,))
-    return db.execute("DELETE FROM episodes WHERE key = ?", (key,)).rowcount
+    return db.execute("DELETE FROM logs WHERE key = ?", (key,)).rowcount
 
 
 def _expire(deadline: float, db: sqlite3.Connection) -> int:
-    db.execute("DELETE FROM actions WHERE key IN (SELECT key FROM episodes WHERE touched < ?)", (deadline,))
-    return db.execute("DELETE FROM episodes WHERE touched < ?", (deadline,)).rowcount
+    return db.execute("DELETE FROM logs WHERE touched < ?", (deadline,)).rowcount
 
 
-# Each runs atomically in Redis. A log is a list: the head, then the actions; an owner's episodes a
-# sorted set by start time. Both expire with the idle timeout, renewed by every write.
-_CREATE = """
-local now, idle, per_owner = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - idle)
-redis.call('ZREM', KEYS[2], ARGV[5])
-while redis.call('ZCARD', KEYS[2]) >= per_owner do
-    local oldest = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-    redis.call('DEL', ARGV[6] .. oldest)
-    redis.call('ZREM', KEYS[2], oldest)
-end
-redis.call('DEL', KEYS[1])
-redis.call('RPUSH', KEYS[1], ARGV[1])
-redis.call('EXPIRE', KEYS[1], math.ceil(idle))
-redis.call('ZADD', KEYS[2], now, ARGV[5])
-redis.call('EXPIRE', KEYS[2], math.ceil(idle))
-return 1
-"""
-# The appends of a batch in one script: KEYS the logs; ARGV the TTL, then for each log the actions it
-# holds (its index), how many it appends, and those. Each lands only where its log ends (1) or not (0).
-_APPEND = """
-local ttl, at, moved = ARGV[1], 2, {}
-for i, key in ipairs(KEYS) do
-    local index, count = tonumber(ARGV[at]), tonumber(ARGV[at + 1])
-    if redis.call('LLEN', key) == index + 1 then
-        redis.call('RPUSH', key, unpack(ARGV, at + 2, at + 1 + count))
-        redis.call('EXPIRE', key, ttl)
-        moved[i] = 1
+# A batch of writes as one script, run atomically in Redis. A log is a list: the head, then the
+# actions; an owner's episodes a sorted set by start time. Both expire with the idle timeout, renewed
+# by every write. ARGV: the time, the idle timeout, the bound per owner, the two key prefixes, and one
+# blob of the batch's writes in order, each an operation letter and its fields, each field behind its
+# length (`_framed`): `c` key owner head (create), `a` key index count actions... (append where the log
+# holds `index` actions), `d` key (drop). One argument, so the client packs a batch's bytes once rather
+# than an argument per field. The answer is one string, a '1' or '0' a write: an append landed where its
+# log ends or not; a drop found the log or not; a create always lands.
+_BATCH = """
+local now, idle, per_owner = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local logs, owners, blob = ARGV[4], ARGV[5], ARGV[6]
+local ttl, at, done = math.max(1, math.ceil(idle)), 1, {}
+while at <= #blob do
+    local op, key
+    op, key, at = struct.unpack('c1>I4c0', blob, at)
+    local log = logs .. key
+    if op == 'a' then
+        local index, count, actions = 0, 0, {}
+        index, count, at = struct.unpack('>I4I4', blob, at)
+        for j = 1, count do
+            actions[j], at = struct.unpack('>I4c0', blob, at)
+        end
+        if redis.call('LLEN', log) == index + 1 then
+            redis.call('RPUSH', log, unpack(actions))
+            redis.call('EXPIRE', log, ttl)
+            done[#done + 1] = '1'
+        else
+            done[#done + 1] = '0'
+        end
+    elseif op == 'c' then
+        local owner, head
+        owner, head, at = struct.unpack('>I4c0I4c0', blob, at)
+        owner = owners .. owner
+        redis.call('ZREMRANGEBYSCORE', owner, '-inf', now - idle)
+        redis.call('ZREM', owner, key)
+        while redis.call('ZCARD', owner) >= per_owner do
+            local oldest = redis.call('ZRANGE', owner, 0, 0)[1]
+            redis.call('DEL', logs .. oldest)
+            redis.call('ZREM', owner, oldest)
+        end
+        redis.call('DEL', log)
+        redis.call('RPUSH', log, head)
+        redis.call('EXPIRE', log, ttl)
+        redis.call('ZADD', owner, now, key)
+        redis.call('EXPIRE', owner, ttl)
+        done[#done + 1] = '1'
     else
-        moved[i] = 0
+        done[#done + 1] = tostring(redis.call('DEL', log))
     end
-    at = at + 2 + count
 end
-return moved
+return table.concat(done)
 """
+_APPEND_AT = struct.Struct(">II")
+
+
+def _fields(op: bytes, *fields: str | bytes) -> bytes:
+    """One write of the batch script: its operation letter, then each field behind its length."""
+    return op + _framed([field.encode() if isinstance(field, str) else field for field in fields])
 
 
 REDIS_CONNECTIONS = 64
@@ -269,27 +301,14 @@ REDIS_CONNECTIONS = 64
 REDIS_WAIT_S = 60.0
 
 
-class _Append(NamedTuple):
-    key: str
-    logged: int  # the actions the log must hold for these to land
-    actions: list[bytes]
-
-
-class _Command(NamedTuple):
-    """One command, as `execute_command` takes it."""
-
-    args: tuple[Any, ...]
-
-
 class RedisLog:
     """A Redis shared by every process of a deployment (Kubernetes: the manifests' Redis).
 
-    Writes go in batches (group_commit.py): one pipeline, so one round trip, per batch. The appends
-    among them go as one script, so a step costs the client a few arguments rather than a command
-    to pack and a reply to parse. A script runs atomically, so the steps of one episode never
-    interleave. Scripts go by EVAL, not EVALSHA: a few hundred bytes a batch, and no script that a
-    restarted Redis no longer knows. The batch script names many keys, so a Redis Cluster would have
-    to hold them in one slot: one Redis (with replicas) is the store. Durable as the Redis is:
+    Writes go in batches (group_commit.py): one script a batch, so one round trip and one reply to
+    parse, whatever the batch holds. A script runs atomically, so the steps of one episode never
+    interleave. It goes by EVAL, not EVALSHA: a couple of kilobytes a batch, and no script that a
+    restarted Redis no longer knows. The script names the keys it writes itself, so a Redis Cluster
+    could not place them: one Redis (with replicas) is the store. Durable as the Redis is:
     acknowledged means in its memory."""
 
     PREFIX = "service_incident:log:"
@@ -305,36 +324,18 @@ class RedisLog:
         # Sessions wait for one of a few connections rather than each opening its own (or failing).
         pool = redis.BlockingConnectionPool.from_url(url, max_connections=REDIS_CONNECTIONS, timeout=REDIS_WAIT_S)
         self._redis = redis.Redis(connection_pool=pool)
-        self._commits: GroupCommit[_Append | _Command, Any] = GroupCommit(self._write_batch)
+        self._commits: GroupCommit[bytes, bool] = GroupCommit(self._write_batch)
 
-    async def _write_batch(self, batch: list[_Append | _Command]) -> list[Any]:
-        commands: list[tuple[Any, ...]] = []
-        answers: list[int] = []  # how many writes each command answers for, 0 for a command's own reply
-        for appending, run in itertools.groupby(batch, key=lambda write: isinstance(write, _Append)):
-            if appending:
-                appends = [write for write in run if isinstance(write, _Append)]
-                keys = [self.PREFIX + append.key for append in appends]
-                args = [arg for a in appends for arg in (a.logged, len(a.actions), *a.actions)]
-                commands.append(("EVAL", _APPEND, len(keys), *keys, max(1, round(self.idle_timeout_s)), *args))
-                answers.append(len(appends))
-            else:
-                for write in run:
-                    assert isinstance(write, _Command)
-                    commands.append(write.args)
-                    answers.append(0)
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for command in commands:
-                pipe.pipeline_execute_command(*command)
-            replies = await pipe.execute()
-        return [result for reply, n in zip(replies, answers, strict=True) for result in (reply if n else [reply])]
+    async def _write_batch(self, batch: list[bytes]) -> list[bool]:
+        args = (time.time(), self.idle_timeout_s, self.per_owner, self.PREFIX, self.OWNERS, b"".join(batch))
+        done: bytes = await self._redis.execute_command("EVAL", _BATCH, 0, *args)
+        return [flag == ord("1") for flag in done]
 
     async def create(self, key: str, head: bytes, owner: str) -> None:
-        keys = [self.PREFIX + key, self.OWNERS + owner]
-        args = (head, time.time(), self.idle_timeout_s, self.per_owner, key, self.PREFIX)
-        await self._commits.write(_Command(("EVAL", _CREATE, len(keys), *keys, *args)))
+        await self._commits.write(_fields(b"c", key, owner, head))
 
     async def append(self, key: str, index: int, actions: list[bytes]) -> bool:
-        return bool(await self._commits.write(_Append(key, index, actions)))
+        return await self._commits.write(_fields(b"a", key) + _APPEND_AT.pack(index, len(actions)) + _framed(actions))
 
     async def load(self, key: str) -> Logged | None:
         items: list[bytes] = await self._redis.lrange(self.PREFIX + key, 0, -1)  # type: ignore[assignment]
@@ -345,7 +346,7 @@ class RedisLog:
         return size - 1 if size else None
 
     async def drop(self, key: str) -> None:
-        await self._commits.write(_Command(("DEL", self.PREFIX + key)))
+        await self._commits.write(_fields(b"d", key))
 
     async def expire(self) -> int:
         return 0  # Redis expires the keys itself

@@ -155,11 +155,12 @@ class HttpApi:
     async def step(self, request: Request) -> Response:
         action, options = parse_step(await request.body())
         episode_id, episode = await self._episode(request, options.episode_id or self._header(request), stepping=True)
-        if episode_id is not None and isinstance(episode, Episode):
-            observation = await self.episodes.step(episode_id, episode, action)
-        else:
-            observation = episode.step(action)
-        return self._observation(episode_id, observation)
+        if episode_id is None or not isinstance(episode, Episode):
+            return self._observation(episode_id, episode.step(action))
+        observation = await self.episodes.step(episode_id, episode, action)
+        # The episode's encoder splices in the views its last reply carried: the frame grows every step.
+        body = episode.frames.http_body(observation, episode_id)
+        return Response(body, headers={EPISODE_HEADER: episode_id}, media_type=JSON)
 
     async def state(self, request: Request) -> Response:
         episode_id, episode = await self._named(request)

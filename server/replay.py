@@ -26,7 +26,7 @@ from service_incident.environment import MAX_SEED, ServiceIncidentEnvironment
 from service_incident.holdout import fingerprint
 from service_incident.models import Action, Observation, ResetRequest, State, parse_action
 from service_incident.tasks import HELD_OUT
-from service_incident.wire import clip
+from service_incident.wire import FrameEncoder, clip
 
 from .episode_log import EpisodeLog, Logged
 from .sessions import EnvFactory
@@ -67,7 +67,7 @@ def unknown(episode_id: str) -> UnknownEpisode:
 class Episode:
     """A live environment, what its log holds (`logged` actions) and what it does not yet (`unsaved`)."""
 
-    __slots__ = ("env", "head", "key", "last", "lock", "logged", "owner", "saved_head", "unsaved")
+    __slots__ = ("env", "frames", "head", "key", "last", "lock", "logged", "owner", "saved_head", "unsaved")
 
     def __init__(self, env: ServiceIncidentEnvironment, key: str, owner: str, head: bytes) -> None:
         self.env = env
@@ -80,6 +80,8 @@ class Episode:
         self.last: Observation | None = None
         # Two requests may step one HTTP episode at once; their saves must not interleave.
         self.lock = asyncio.Lock()
+        # Its HTTP replies' (a WebSocket encodes with the socket's own, which outlives an episode).
+        self.frames = FrameEncoder()
 
     @property
     def steps(self) -> int:

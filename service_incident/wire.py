@@ -12,6 +12,7 @@ the length of any piece of it an error message quotes back (`clip`).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from enum import StrEnum
@@ -366,8 +367,8 @@ SPLICED_VIEWS = tuple(
 
 
 class FrameEncoder:
-    """One session's observation frames, each encoded once, with the bytes of the views earlier frames
-    carried spliced in rather than encoded again.
+    """One session's observation frames (a socket's, or an HTTP episode's replies), each encoded once,
+    with the bytes of the views earlier frames carried spliced in rather than encoded again.
 
     The observation is cumulative: every view taken so far is in every later frame, so a plain encode
     costs more each step. But a view is fixed once taken (a later look replaces it with another object,
@@ -391,6 +392,10 @@ class FrameEncoder:
 
     def resumed_text(self, observation: Observation, steps: int) -> str:
         return encode(ResumedFrame(Resumed(steps, StepPayload(*self._payload(observation))))).decode()
+
+    def http_body(self, observation: Observation, episode_id: str | None) -> bytes:
+        """An HTTP reply's body: the payload with the episode's id, as no frame wraps it."""
+        return encode(HttpStepPayload(*self._payload(observation), episode_id=episode_id))
 
     def _payload(self, observation: Observation) -> tuple[dict[str, Any], float | None, bool, dict[str, Any] | None]:
         body, reward, done, metadata = _split(observation)
@@ -426,6 +431,9 @@ def capacity_text(active: int, capacity: int) -> str:
     return encode(ErrorFrame(data)).decode()
 
 
+# Cached: the server asks it of its own address on every request, and an address takes 2 µs to parse.
+# Bounded, as the name the server asks of a loopback socket is the client's Host header.
+@functools.lru_cache(maxsize=64)
 def is_loopback(host: str) -> bool:
     """Whether a host name or address is this machine's loopback (both the server's policy and the
     client's proxy choice depend on it)."""

@@ -72,6 +72,19 @@ async def test_appends_land_only_where_the_log_ends_and_load_in_order(store: str
         await log.aclose()
 
 
+async def test_any_bytes_come_back_as_appended(store: str) -> None:
+    # The stores frame actions by length: no byte inside one (NUL, newline, invalid UTF-8) ends it.
+    actions = [b"", b"\x00\x00\x00\x05", b"line\nbreak", bytes(range(256)), b"x" * 70_000]
+    log = open_log(store, 10, 10, 60)
+    try:
+        await log.create("k", b"head", "client")
+        assert await log.append("k", 0, actions[:2]) and await log.append("k", 2, actions[2:])
+        logged = await log.load("k")
+        assert logged is not None and logged.actions == actions and await log.length("k") == len(actions)
+    finally:
+        await log.aclose()
+
+
 async def test_an_owner_past_its_bound_loses_its_oldest_and_idle_episodes_expire(store: str) -> None:
     log = open_log(store, 1000, 3, 1.0)
     try:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -9,12 +12,17 @@ import msgspec
 import pytest
 from serving import ManualClock, eventually
 
+from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.models import ACTION_NAMES, schemas
 from service_incident.tasks import catalogue
+from service_incident.wire import http_step_payload
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from bench_wire import every_look  # the agent whose frames grow the most
 
 
 @pytest.fixture
-def http(server_url: str) -> httpx.Client:
+def http(server_url: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server_url, timeout=5) as client:
         yield client
 
@@ -24,7 +32,8 @@ JSON = {"Content-Type": "application/json"}
 
 def test_reset_without_a_body_or_with_an_empty_object_is_200(http: httpx.Client) -> None:
     with_charset = {"Content-Type": "application/json; charset=utf-8"}
-    for kwargs in ({}, {"json": {}}, {"content": b"{}", "headers": with_charset}):
+    requests: list[dict[str, Any]] = [{}, {"json": {}}, {"content": b"{}", "headers": with_charset}]
+    for kwargs in requests:
         response = http.post("/reset", **kwargs)
         assert response.status_code == 200
         body = response.json()
@@ -49,6 +58,25 @@ def test_the_readme_curl_walkthrough_is_one_episode(http: httpx.Client) -> None:
         "seed": 42,
         "done": True,
     }
+
+
+def test_an_http_episode_s_replies_are_byte_for_byte_a_plain_encode_of_the_same_play(http: httpx.Client) -> None:
+    # The server splices in the bytes of the metrics views its last reply carried; the bytes must not show it.
+    env = ServiceIncidentEnvironment()
+    observation = env.reset(task_id="gen_hard", seed=5, episode_id="ep-bytes")
+    episode_id = http.post("/reset", json={"task_id": "gen_hard", "seed": 5, "episode_id": "ep-bytes"}).json()[
+        "episode_id"
+    ]
+    looks = every_look(observation)
+    spliced = 0
+    while not observation.done:
+        action = next(looks)
+        body = msgspec.json.encode({"action": action})
+        reply = http.post("/step", content=body, headers={**JSON, "Episode-Id": episode_id})
+        observation = env.step(action)
+        assert reply.content == msgspec.json.encode(http_step_payload(observation, episode_id))
+        spliced += len(observation.visible_metrics)
+    assert spliced > 0, "no metrics view was shown: the comparison proved nothing"
 
 
 def test_episodes_are_addressed_by_header_body_or_query(http: httpx.Client) -> None:

@@ -47,7 +47,7 @@ def episodes(env: ServiceIncidentEnvironment, task_id: str, seeds: range) -> Ite
 @pytest.mark.parametrize("task_id", TASKS)
 def test_spliced_frames_are_the_plain_encoding_over_real_episodes(task_id: str) -> None:
     # One encoder for all the episodes, as one socket plays many: what it keeps from one must not leak into the next.
-    frames, env = FrameEncoder(), ServiceIncidentEnvironment()
+    frames, http, env = FrameEncoder(), FrameEncoder(), ServiceIncidentEnvironment()
     spliced = 0
     for kind, observation in episodes(env, task_id, range(3)):
         if kind == "reset":
@@ -56,6 +56,7 @@ def test_spliced_frames_are_the_plain_encoding_over_real_episodes(task_id: str) 
         else:
             reply, expected = frames.observation_text(observation).encode(), plain(observation)
         assert reply == expected
+        assert http.http_body(observation, "ep-1") == msgspec.json.encode(http_step_payload(observation, "ep-1"))
         spliced += sum(len(getattr(observation, name)) for name in SPLICED_VIEWS)
     last = frames.resumed_text(observation, 7).encode()
     assert last == msgspec.json.encode(ResumedFrame(Resumed(7, step_payload(observation))))
