@@ -37,6 +37,7 @@ from service_incident.wire import encode, is_loopback
 from . import apidocs
 from .episode_log import open_log
 from .errors import EXCEPTION_HANDLERS, JSON
+from .generation import Generation
 from .guard import HostPolicy, OriginPolicy, RequestGuard, from_this_machine
 from .http_api import HttpApi
 from .http_episodes import EpisodeStore
@@ -72,7 +73,8 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
         idle_s,
         clock,
     )
-    replayer = Replayer(log, new_env, settings.holdout_key)
+    generation = Generation(settings.generation_processes, settings.holdout_key)
+    replayer = Replayer(log, new_env, settings.holdout_key, generation)
     episodes = EpisodeStore(
         replayer,
         settings.http_max_episodes,
@@ -114,6 +116,7 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
                 yield
             finally:
                 tasks.cancel_scope.cancel()
+                generation.close()
                 await log.aclose()
 
     openapi = encode(openapi_document())

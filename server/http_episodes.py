@@ -75,8 +75,9 @@ class EpisodeStore:
         Returns its new id. InvalidReset and AtCapacity propagate, and then no episode is the latest.
         """
         try:
+            reset = await self.replayer.ready(request)
             self._cache.make_room(client)
-            episode_id, episode, observation = self.replayer.begin(request, client, named_by_id=True)
+            episode_id, episode, observation = self.replayer.begin(reset, client, named_by_id=True)
         except BaseException:
             self.latest = None
             await self._drop_evicted()

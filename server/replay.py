@@ -18,6 +18,7 @@ import asyncio
 import hashlib
 import secrets
 import uuid
+from typing import NamedTuple
 
 import msgspec
 from msgspec import Struct
@@ -29,6 +30,7 @@ from service_incident.tasks import HELD_OUT
 from service_incident.wire import FrameEncoder, clip
 
 from .episode_log import EpisodeLog, Logged
+from .generation import Generation
 from .sessions import EnvFactory
 
 EPISODE_ID_BYTES = 18
@@ -101,15 +103,32 @@ class Episode:
         return observation
 
 
+class Reset(NamedTuple):
+    """A reset ready to begin: its request, and the seed drawn for it if it names none."""
+
+    request: ResetRequest
+    drawn_seed: int | None
+
+
 class Replayer:
-    def __init__(self, log: EpisodeLog, new_env: EnvFactory, holdout_key: str | None) -> None:
+    def __init__(
+        self, log: EpisodeLog, new_env: EnvFactory, holdout_key: str | None, generation: Generation | None = None
+    ) -> None:
         self.log = log
         self.new_env = new_env
         self.holdout = fingerprint(holdout_key) if holdout_key is not None else None
+        self.generation = generation or Generation(0, holdout_key)
+
+    async def ready(self, request: ResetRequest) -> Reset:
+        """Draw the seed of a reset that names none (so that the log replays it), and generate its
+        incident off the event loop if it is generated from the seed: `begin` then only starts it."""
+        drawn = secrets.randbelow(MAX_SEED) if request.seed is None else None
+        await self.generation.draw(request, drawn)
+        return Reset(request, drawn)
 
     def begin(
         self,
-        request: ResetRequest,
+        reset: Reset,
         owner: str,
         env: ServiceIncidentEnvironment | None = None,
         *,
@@ -122,9 +141,9 @@ class Replayer:
         """
         episode_id = secrets.token_urlsafe(EPISODE_ID_BYTES)
         env = env or self.new_env()
+        request, drawn = reset
         name = request.episode_id or (episode_id if named_by_id else str(uuid.uuid4()))
         request = msgspec.structs.replace(request, episode_id=name)
-        drawn = secrets.randbelow(MAX_SEED) if request.seed is None else None
         observation = _reset(env, request, drawn)
         held_out = (env.state.task_id or "") in HELD_OUT
         head = LogHead(request, drawn, self.holdout if held_out else None)
@@ -149,7 +168,11 @@ class Replayer:
         logged = await self.log.load(key)
         if logged is None:
             raise unknown(episode_id)
-        return self._replay(key, owner, logged, episode_id)
+        head = _head_decoder.decode(logged.head)
+        if head.holdout is not None and head.holdout != self.holdout:
+            raise UnknownEpisode(f"episode {clip(episode_id, 64)!r} was played with another holdout key")
+        await self.generation.draw(head.request, head.drawn_seed)
+        return self._replay(key, owner, logged, head)
 
     async def catch_up(self, episode: Episode, episode_id: str) -> None:
         """Bring a cached episode up to its log (another process may have stepped it)."""
@@ -168,10 +191,7 @@ class Replayer:
         if episode.saved_head:
             await self.log.drop(episode.key)
 
-    def _replay(self, key: str, owner: str, logged: Logged, episode_id: str) -> Episode:
-        head = _head_decoder.decode(logged.head)
-        if head.holdout is not None and head.holdout != self.holdout:
-            raise UnknownEpisode(f"episode {clip(episode_id, 64)!r} was played with another holdout key")
+    def _replay(self, key: str, owner: str, logged: Logged, head: LogHead) -> Episode:
         env = self.new_env()
         last = _reset(env, head.request, head.drawn_seed)
         for action in logged.actions:

@@ -53,6 +53,9 @@ class Settings(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     # Server processes on one port: a number, or "auto" for one per core. More than one shares the
     # episode store, a SQLite file of their own if EPISODE_STORE is "memory".
     workers: Annotated[str, Meta(pattern=r"^(auto|[1-9][0-9]*)$")] = "1"
+    # Processes that generate the incidents of training and held-out resets, off the event loop, so
+    # that a reset does not hold every other session's step while it generates (0: in the loop).
+    generation_processes: Annotated[int, Meta(ge=0)] = 1
     # Whether a request that names no episode continues the latest one: "auto" allows it only on a
     # server reachable from this machine alone (bound to loopback, and the request arrived there).
     http_implicit_episode: Literal["auto", "true", "false"] = "auto"

@@ -134,7 +134,8 @@ class SessionEndpoint:
                     return frames.observation_text(observation)
                 case wire.ResetMessage(data=request):
                     previous = session.episode
-                    episode_id, session.episode, observation = self.replayer.begin(request, session.owner, session.env)
+                    reset = await self.replayer.ready(request)
+                    episode_id, session.episode, observation = self.replayer.begin(reset, session.owner, session.env)
                     if previous is not None:
                         await self.replayer.drop(previous)
                     await self.replayer.save(session.episode)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections import OrderedDict
 from collections.abc import Mapping
 
 from msgspec import Struct, structs
@@ -224,16 +225,60 @@ def catalogue(held_out: bool = False) -> list[Task]:
 def resolve_incident(task: Task, incident_id: str | None, seed: int, key: HoldoutKey | None = None) -> Incident:
     """The incident an episode plays: named, or drawn from the task by the episode's seed (for a
     held-out task, the seed is the index of the incident `key` derives)."""
-    if task.held_out:
-        if incident_id is not None or key is None:
-            raise KeyError(incident_id)
-        return key.incident(task.difficulty, seed)
+    if not draws_incident(task, incident_id):
+        return _named_incident(task, incident_id, seed)
+    draw = _draw(task, seed, key)
+    found = _DRAWN.get(draw)
+    if found is None:
+        found = _generate(task, seed, key)
+    keep_drawn(task, seed, key, found)
+    return found
+
+
+def draws_incident(task: Task, incident_id: str | None) -> bool:
+    """Whether an episode's incident is generated from its seed, rather than curated or frozen."""
+    return incident_id is None and (task.generated or task.held_out)
+
+
+def keep_drawn(task: Task, seed: int, key: HoldoutKey | None, incident: Incident) -> None:
+    """Keep a drawn incident for the next episodes of the same draw: `resolve_incident` returns it
+    without generating it again (a server generates it in another process and leaves it here)."""
+    draw = _draw(task, seed, key)
+    _DRAWN[draw] = incident
+    _DRAWN.move_to_end(draw)
+    while len(_DRAWN) > DRAWS_KEPT:
+        _DRAWN.popitem(last=False)
+
+
+# Generating is most of a training reset, and episodes of one draw recur: a group of rollouts resets
+# one seed several times, and a resumed episode replays its reset. The last draws are kept, least
+# recently used first out; an incident is a few kilobytes.
+DRAWS_KEPT = 256
+# A draw: the task, the seed, and the fingerprint of the key a held-out incident derives from.
+_Draw = tuple[str, int, str | None]
+_DRAWN: OrderedDict[_Draw, Incident] = OrderedDict()
+
+
+def _draw(task: Task, seed: int, key: HoldoutKey | None) -> _Draw:
+    return (task.id, seed, key.fingerprint if task.held_out and key is not None else None)
+
+
+def _generate(task: Task, seed: int, key: HoldoutKey | None) -> Incident:
+    if not task.held_out:
+        return dataset.training_incident(task.difficulty, seed)
+    # A held-out task's incidents derive from the host's key alone.
+    if key is None:
+        raise KeyError(None)
+    return key.incident(task.difficulty, seed)
+
+
+def _named_incident(task: Task, incident_id: str | None, seed: int) -> Incident:
     if task.generated:
-        if incident_id is None:
-            return dataset.training_incident(task.difficulty, seed)
         if incident_id not in task.incidents:
             raise KeyError(incident_id)
         return dataset.frozen()[incident_id]
+    if task.held_out:
+        raise KeyError(incident_id)
     if incident_id is None:
         incident_id = random.Random(f"{task.id}:{seed}").choice(task.incidents)
     for candidate in load_suite(task.suite):

@@ -23,7 +23,7 @@ from service_incident.holdout import HoldoutKey, fingerprint
 from service_incident.models import InspectLogs, ResetRequest
 from service_incident.server.episode_log import open_log
 from service_incident.server.group_commit import GroupCommit
-from service_incident.server.replay import Replayer, UnknownEpisode
+from service_incident.server.replay import Replayer, Reset, UnknownEpisode
 
 # An episode idle for 1 s is gone within this: Redis expires keys by whole seconds, and on a loaded
 # machine (the suite runs a worker a core) the polls run late. An episode that never expires still fails.
@@ -106,7 +106,7 @@ async def test_a_held_out_log_holds_its_index_and_key_fingerprint_never_the_gene
     key, other = "k" * 16 + "-held-out", "o" * 16 + "-elsewhere"
     log = open_log("memory", 10, 10, 60)
     replayer = Replayer(log, lambda: ServiceIncidentEnvironment(holdout_key=key), key)
-    episode_id, episode, _ = replayer.begin(ResetRequest(task_id="holdout_hard", seed=3), "client")
+    episode_id, episode, _ = replayer.begin(Reset(ResetRequest(task_id="holdout_hard", seed=3), None), "client")
     episode.step(InspectLogs(target="api"))
     await replayer.save(episode)
     logged = await log.load(episode.key)

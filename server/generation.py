@@ -1,0 +1,95 @@
+"""Incidents generated off the event loop.
+
+A reset of a training or held-out task generates its incident from the seed: milliseconds to tens of
+milliseconds of pure computation, during which the event loop would serve nobody else. Here it runs
+in a pool of processes of its own (the standard library's), and the incident comes back to be kept
+where the environment finds it (`tasks.keep_drawn`): the reset that follows generates nothing, and
+every other session's frames are answered meanwhile. The world is deterministic, so the incident is
+the one the environment would have generated itself; where the pool cannot give it (a task that is
+not generated, a seed out of range, a pool that broke), the environment generates it as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+from service_incident.environment import MAX_SEED
+from service_incident.holdout import HoldoutKey
+from service_incident.incidents import Incident
+from service_incident.models import ResetRequest
+from service_incident.tasks import DEFAULT_TASK, Task, draws_incident, find_task, keep_drawn, resolve_incident
+
+
+class Generation:
+    """A pool of `processes` generating incidents (none: every reset generates on the event loop)."""
+
+    def __init__(self, processes: int, holdout_key: str | None) -> None:
+        self.processes = processes
+        self._holdout_key = holdout_key
+        self._key = HoldoutKey(holdout_key) if holdout_key is not None else None
+        self._pool: ProcessPoolExecutor | None = None
+
+    async def draw(self, request: ResetRequest, drawn_seed: int | None) -> None:
+        """Generate the incident a reset will play, if it is generated from its seed, and keep it."""
+        seed = request.seed if request.seed is not None else drawn_seed
+        task = self._drawn_task(request)
+        if not self.processes or task is None or not _valid(seed):
+            return
+        assert seed is not None
+        try:
+            incident = await asyncio.get_running_loop().run_in_executor(self._running(), _generate, task.id, seed)
+        except BrokenProcessPool:
+            # A process of the pool died (killed, out of memory): the next draw starts a new pool, and
+            # this reset generates in the event loop's process.
+            self._pool = None
+            return
+        if incident is not None:
+            keep_drawn(task, seed, self._key, incident)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def _drawn_task(self, request: ResetRequest) -> Task | None:
+        task = find_task(request.task_id or DEFAULT_TASK, held_out=self._key is not None)
+        return task if task is not None and draws_incident(task, request.incident_id) else None
+
+    def _running(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            # Spawned, not forked: a fork would copy the event loop's threads and sockets half-way.
+            self._pool = ProcessPoolExecutor(
+                self.processes,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_start,
+                initargs=(self._holdout_key,),
+            )
+        return self._pool
+
+
+def _valid(seed: int | None) -> bool:
+    return isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed <= MAX_SEED
+
+
+# The holdout key of the process a pool started, which its held-out incidents derive from.
+_key: HoldoutKey | None = None
+
+
+def _start(holdout_key: str | None) -> None:
+    global _key
+    _key = HoldoutKey(holdout_key) if holdout_key is not None else None
+
+
+def _generate(task_id: str, seed: int) -> Incident | None:
+    """In a process of the pool: the incident a reset of the task with this seed plays, or None where
+    none is to be had (the environment then says why, in its own words)."""
+    task = find_task(task_id, held_out=_key is not None)
+    if task is None:
+        return None
+    try:
+        return resolve_incident(task, None, seed, _key)
+    except (KeyError, ValueError):
+        return None

@@ -1,0 +1,112 @@
+"""A training or held-out reset generates its incident in a process of its own, off the event loop:
+other sessions are answered meanwhile, and the episode is the one generated in process, byte for
+byte. A pool whose process dies is replaced, and the reset generates in the server's process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from collections.abc import Callable
+
+import msgspec
+import pytest
+from test_server_ws import ask, open_ws
+
+from service_incident import tasks
+from service_incident.environment import ServiceIncidentEnvironment
+from service_incident.models import ResetRequest
+from service_incident.server.generation import Generation
+
+EXPERT_RESET = {"task_id": "gen_expert", "seed": 90_210, "episode_id": "ep-generated"}
+
+
+def in_process(fields: dict[str, object]) -> dict[str, object]:
+    """The reset's observation played in process, as a frame carries it (done and reward beside it)."""
+    observation = json.loads(msgspec.json.encode(ServiceIncidentEnvironment().reset(**fields)))  # type: ignore[arg-type]
+    return {name: value for name, value in observation.items() if name not in ("done", "reward")}
+
+
+async def test_another_session_is_answered_while_a_reset_generates(make_server: Callable[..., str]) -> None:
+    url = make_server(generation_processes=1)
+    generating, stepping = await open_ws(url), await open_ws(url)
+    calm = await ask(stepping, {"type": "reset", "data": {"task_id": "easy", "seed": 1}})
+    service = calm["data"]["observation"]["services"][0]
+    # The pool starts with the first draw: the reset waits for its process to start and generate,
+    # hundreds of times as long as the other session's steps, which are answered meanwhile.
+    await generating.send(json.dumps({"type": "reset", "data": EXPERT_RESET}))
+    replied = asyncio.create_task(generating.recv())
+    for _ in range(5):
+        step = await ask(stepping, {"type": "step", "data": {"action": "inspect_logs", "target": service}})
+        assert step["type"] == "observation"
+    assert not replied.done()
+    async with asyncio.timeout(30):
+        reset = json.loads(await replied)
+    assert reset["data"]["observation"] == in_process(EXPERT_RESET)
+
+
+@pytest.mark.parametrize("processes", [0, 1])
+async def test_a_generated_episode_is_the_one_generated_in_process(
+    make_server: Callable[..., str], processes: int
+) -> None:
+    url = make_server(generation_processes=processes)
+    fields = {"task_id": "gen_hard", "seed": 4_242 + processes, "episode_id": "ep-same"}
+    ws = await open_ws(url)
+    reset = await ask(ws, {"type": "reset", "data": fields})
+    assert reset["data"]["observation"] == in_process(fields)
+
+
+def kept(task_id: str, seed: int, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Whether a reset of this draw would play an incident kept, generating nothing."""
+    with monkeypatch.context() as patched:
+        patched.setattr(tasks.dataset, "training_incident", _refuse)
+        try:
+            tasks.resolve_incident(tasks.TASKS[task_id], None, seed)
+        except LookupError:
+            return False
+    return True
+
+
+def _refuse(difficulty: str, seed: int) -> None:
+    raise LookupError("not kept")
+
+
+async def test_the_event_loop_runs_while_the_pool_generates_and_the_draw_is_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    generation = Generation(1, None)
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    ticker = asyncio.create_task(tick())
+    try:
+        await generation.draw(ResetRequest(task_id="gen_expert", seed=77_001), None)
+    finally:
+        ticker.cancel()
+        generation.close()
+    assert ticks > 1
+    assert kept("gen_expert", 77_001, monkeypatch)
+    assert tasks.resolve_incident(tasks.TASKS["gen_expert"], None, 77_001) == tasks.dataset.training_incident(
+        "expert", 77_001
+    )
+
+
+async def test_a_pool_whose_process_died_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    generation = Generation(1, None)
+    try:
+        await generation.draw(ResetRequest(task_id="gen_easy", seed=5_001), None)
+        pool = generation._running()
+        for pid in list(pool._processes):  # the standard library's own record of its processes
+            os.kill(pid, signal.SIGKILL)
+        await generation.draw(ResetRequest(task_id="gen_easy", seed=5_002), None)
+        await generation.draw(ResetRequest(task_id="gen_easy", seed=5_003), None)
+        assert kept("gen_easy", 5_003, monkeypatch)
+        assert generation._running() is not pool
+    finally:
+        generation.close()
