@@ -14,6 +14,7 @@ from service_incident.generator import PRESETS, generate
 from service_incident.herrings import HERRINGS
 from service_incident.telemetry import Telemetry
 from service_incident.world import HISTORY_MINUTES, World
+from service_incident.world.draws import pack
 from service_incident.world.episode import SCALE_UP_FACTOR
 from service_incident.world.lognormal import exceed
 from service_incident.world.plan import plan_of
@@ -137,3 +138,10 @@ def test_services_no_fault_touches_take_the_faultless_worlds_states_and_nothing_
     assert herring
     page = steps.index(0)
     assert any(beside[page][name] is everyday[page][name] for name in herring)
+
+
+def test_pack_lays_each_values_low_32_bits_in_a_64_bit_lane_of_its_own() -> None:
+    values = [0, 1, -1, 2**32 + 5, 2**40 - 3, -(2**35)]
+    packed = pack(values)
+    assert [(packed >> (64 * lane)) & (2**64 - 1) for lane in range(len(values))] == [v & 0xFFFFFFFF for v in values]
+    assert packed >> (64 * len(values)) == 0
