@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import multiprocessing.connection
+import os
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -81,6 +84,16 @@ _key: HoldoutKey | None = None
 def _start(holdout_key: str | None) -> None:
     global _key
     _key = HoldoutKey(holdout_key) if holdout_key is not None else None
+    threading.Thread(target=_exit_with_parent, name="exit-with-server", daemon=True).start()
+
+
+def _exit_with_parent() -> None:
+    """A pool's process waits for work as long as its server lives, and no longer: a server killed
+    (or stopped before it could shut its pool down) leaves no process behind, holding its pipes."""
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        multiprocessing.connection.wait([parent.sentinel])
+    os._exit(0)
 
 
 def _generate(task_id: str, seed: int) -> Incident | None:

@@ -8,10 +8,14 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import msgspec
 import pytest
+from serving import eventually
 from test_server_ws import ask, open_ws
 
 from service_incident import tasks
@@ -110,3 +114,36 @@ async def test_a_pool_whose_process_died_is_replaced(monkeypatch: pytest.MonkeyP
         assert generation._running() is not pool
     finally:
         generation.close()
+
+
+POOL_OWNER = """
+import asyncio, time
+from service_incident.models import ResetRequest
+from service_incident.server.generation import Generation
+
+generation = Generation(1, None)
+asyncio.run(generation.draw(ResetRequest(task_id="gen_easy", seed=3), None))
+print(*generation._running()._processes, flush=True)
+time.sleep(120)
+"""
+
+
+def running(pid: int) -> bool:
+    """Whether a process runs (an exited one its new parent has not reaped yet does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc")
+def test_a_pool_process_ends_with_the_server_that_was_killed() -> None:
+    owner = subprocess.Popen([sys.executable, "-c", POOL_OWNER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None
+        (pool_pid,) = map(int, owner.stdout.readline().split())
+        assert running(pool_pid)
+    finally:
+        owner.kill()
+        owner.wait()
+    eventually(lambda: not running(pool_pid), "the pool's process ends once its server is killed")
