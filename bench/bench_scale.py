@@ -150,14 +150,16 @@ def load(urls: list[str], seconds: float, processes: list[ServerProcess]) -> dic
 
 
 def process_cpu(processes: list[ServerProcess]) -> dict[int, float]:
-    """CPU seconds of each server process and of its children (uvicorn's workers), by pid."""
+    """CPU seconds of each server process and of its descendants (uvicorn's workers, the processes
+    that generate incidents), by pid."""
     spent: dict[int, float] = {}
     for server in processes:
         assert server.process is not None
         pids = [server.process.pid]
-        children = Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children")
-        if children.exists():
-            pids += [int(pid) for pid in children.read_text().split()]
+        for pid in pids:  # grows as it goes: every descendant
+            children = Path(f"/proc/{pid}/task/{pid}/children")
+            if children.exists():
+                pids += [int(child) for child in children.read_text().split()]
         spent |= {pid: cpu_s(pid) for pid in pids}
     return spent
 
