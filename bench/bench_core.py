@@ -4,8 +4,9 @@ For generated tasks every reset draws a fresh training incident, so reset includ
 Prints median and p99 microseconds per call for every task (the expert's moves: traces, metric
 history and health included), for the 15-service training incidents of the generated tasks alone
 (resets and steps), and for the 15-service incidents of the frozen evaluation set reset by id (no
-generation). `--clock cpu` times the process's CPU time instead of the wall clock: on a shared
-machine, other work then inflates nothing. `--against DIR` times another checkout's core (DIR is its
+generation). A generated task's row "seed again" resets each of its seeds once more, as a group of
+rollouts of one seed does. `--clock cpu` times the process's CPU time instead of the wall clock: on a
+shared machine, other work then inflates nothing. `--against DIR` times another checkout's core (DIR is its
 root, with the same tasks and frozen incidents) in the same process, each episode played by both in
 turn, and adds the ratio of the medians (this core's over the other's): load on a shared machine
 then falls on both alike.
@@ -95,6 +96,18 @@ def measure(
     return found
 
 
+def replayed(task_id: str, seeds: range, clock: Callable[[], float], cores: Sequence[Core]) -> list[Samples]:
+    """Per core, a reset of each seed, alone: timed on seeds `measure` played, it is a seed reset again."""
+    envs = [core.environment() for core in cores]
+    found: list[Samples] = [[] for _ in cores]
+    for seed in seeds:
+        for env, resets in zip(envs, found, strict=True):
+            started = clock()
+            obs = env.reset(task_id=task_id, seed=seed)
+            resets.append((len(obs.services), clock() - started))
+    return found
+
+
 def seconds(samples: Samples, count: int | None = None) -> list[float]:
     """The seconds of the samples, of incidents with `count` services only if given."""
     return [taken for services, taken in samples if count is None or services == count]
@@ -144,6 +157,12 @@ def main() -> None:
                 big_steps.extend(seconds(steps, MAX_SERVICES))
     if largest[0][0]:
         report(f"{MAX_SERVICES}-service resets ({len(largest[0][0])})", largest)
+    for task_id in [t for t in args.tasks if TASKS[t].generated]:
+        # A group of rollouts resets one seed several times: the seeds played above, reset again.
+        again = [
+            ([seconds for _, seconds in resets], []) for resets in replayed(task_id, range(args.episodes), clock, cores)
+        ]
+        report(f"{task_id} seed again", again)
     if args.no_frozen:
         return
     frozen = [i for i, incident in dataset.frozen().items() if len(incident.services) == MAX_SERVICES]
