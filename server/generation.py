@@ -53,8 +53,10 @@ class Generation:
             keep_drawn(task, seed, self._key, incident)
 
     def close(self) -> None:
+        """Stop the pool, waiting for its processes to end (a generation under way finishes first), so
+        that none is left behind and nothing of theirs is left for the resource tracker to clean up."""
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
     def _drawn_task(self, request: ResetRequest) -> Task | None:

@@ -13,8 +13,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import msgspec
 import pytest
+from scale_support import free_port
 from serving import eventually
 from test_server_ws import ask, open_ws
 
@@ -147,3 +149,27 @@ def test_a_pool_process_ends_with_the_server_that_was_killed() -> None:
         owner.kill()
         owner.wait()
     eventually(lambda: not running(pool_pid), "the pool's process ends once its server is killed")
+
+
+def test_a_server_stopped_with_sigterm_ends_its_pool_and_leaves_nothing_to_clean_up() -> None:
+    port = free_port()
+    command = [sys.executable, "-m", "service_incident.server", "--port", str(port)]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        eventually(lambda: _answers(url), "the server answers")
+        reset = httpx.post(f"{url}/reset", json={"task_id": "gen_easy", "seed": 12}, timeout=30)
+        assert reset.status_code == 200
+        server.send_signal(signal.SIGTERM)
+        _, stderr = server.communicate(timeout=30)
+    finally:
+        server.kill()
+    assert "Application shutdown complete" in stderr
+    assert "leaked" not in stderr
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/health", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
