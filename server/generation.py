@@ -19,7 +19,7 @@ import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from service_incident.environment import MAX_SEED
+from service_incident.environment import valid_seed
 from service_incident.holdout import HoldoutKey
 from service_incident.incidents import Incident
 from service_incident.models import ResetRequest
@@ -37,11 +37,12 @@ class Generation:
 
     async def draw(self, request: ResetRequest, drawn_seed: int | None) -> None:
         """Generate the incident a reset will play, if it is generated from its seed, and keep it."""
+        if not self.processes:
+            return
         seed = request.seed if request.seed is not None else drawn_seed
         task = self._drawn_task(request)
-        if not self.processes or task is None or not _valid(seed):
+        if task is None or seed is None or not valid_seed(seed):
             return
-        assert seed is not None
         try:
             incident = await asyncio.get_running_loop().run_in_executor(self._running(), _generate, task.id, seed)
         except BrokenProcessPool:
@@ -73,10 +74,6 @@ class Generation:
                 initargs=(self._holdout_key,),
             )
         return self._pool
-
-
-def _valid(seed: int | None) -> bool:
-    return isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed <= MAX_SEED
 
 
 # The holdout key of the process a pool started, which its held-out incidents derive from.

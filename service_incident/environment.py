@@ -78,6 +78,11 @@ _DONE_REMEDY = {
 }
 
 
+def valid_seed(seed: object) -> bool:
+    """Whether a reset's seed is one an episode can have: an integer in [0, MAX_SEED], a bool not being one."""
+    return isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed <= MAX_SEED
+
+
 @dataclass(slots=True)
 class _Episode:
     task: Task
@@ -161,7 +166,7 @@ class ServiceIncidentEnvironment:
         seed_drawn = seed is None
         if seed is None:
             seed = self.draw_seed()
-        elif isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        elif not valid_seed(seed):
             raise InvalidReset(f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}")
         if reward_mode not in ("final", "dense"):
             raise InvalidReset(f"reward_mode must be 'final' or 'dense', got {reward_mode!r}")

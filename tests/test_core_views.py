@@ -4,6 +4,7 @@ down by endpoint with a filter (one endpoint, failures only) that keeps the view
 from __future__ import annotations
 
 import math
+import random
 import re
 
 from msgspec import structs
@@ -19,6 +20,7 @@ from service_incident.tasks import TASKS
 from service_incident.telemetry import Scope, Telemetry
 from service_incident.telemetry.endpoints import operations, route, routes
 from service_incident.telemetry.jobs import jobs_of, minor_job
+from service_incident.telemetry.templates import fill, replay, take
 from service_incident.telemetry.traces import FAILED_SHOWN, TRACE_CANDIDATES, Request, breakdown, failed_shown, sample
 from service_incident.world import ServiceState, World
 
@@ -323,3 +325,13 @@ def test_a_log_backlog_on_a_root_drains_and_a_later_look_reads_its_lines() -> No
         assert drained.changed and drained.text.count("\n") >= 2
         # What a drained view shows is the service's own lines, as with no gap at all.
         assert drained.text == Telemetry(World(incident), seed).logs(root, drained.step)
+
+
+def test_a_template_drawn_now_and_written_later_reads_as_filled_and_leaves_the_rng_alike() -> None:
+    """`take` knows what each field of `fill` draws: a field that drew otherwise would shift every later
+    draw of a trace sample."""
+    for template in ["GET /v1/{int:1:999}", "{float:0.5:9.5}s", "tx {hex:8} {hex:3}", "{pick:a|b|c} x", "plain"]:
+        filled_from, taken_from = random.Random(template), random.Random(template)
+        written = fill(template, filled_from, {})
+        assert replay(template, take(template, taken_from)) == written
+        assert filled_from.getstate() == taken_from.getstate()

@@ -27,9 +27,9 @@ class RandomSource(Protocol):
 
 
 _Piece = Callable[[RandomSource, dict[str, str]], str]
-# The fields that draw: what each takes from the rng, in `fill`'s order (a number of bits, or None for
-# one `random()`), and the text of a template drawn then written later.
+# The fields that draw from the rng (what each takes: `_draw_bits`, which must agree with `_piece`).
 _DRAWING = ("int", "float", "hex", "pick")
+# A template's draws, taken in `fill`'s order without writing its text (`take`), to write it later (`replay`).
 Taken = tuple[float | int, ...]
 
 
