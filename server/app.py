@@ -92,6 +92,7 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
         settings.http_max_body_bytes,
         new_env,
         settings.mcp_max_sessions_per_client,
+        generation,
     )
     interval = min(settings.session_idle_timeout_s, settings.http_episode_idle_timeout_s) / 4
     interval = min(max(interval, _REAP_MIN_S), _REAP_MAX_S)

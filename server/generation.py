@@ -15,15 +15,35 @@ import asyncio
 import multiprocessing
 import multiprocessing.connection
 import os
+import secrets
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from typing import Any, NamedTuple
 
-from service_incident.environment import valid_seed
+import msgspec
+
+from service_incident.environment import MAX_SEED, ServiceIncidentEnvironment, valid_seed
 from service_incident.holdout import HoldoutKey
 from service_incident.incidents import Incident
 from service_incident.models import ResetRequest
 from service_incident.tasks import DEFAULT_TASK, Task, draws_incident, find_task, keep_drawn, resolve_incident
+
+
+class Reset(NamedTuple):
+    """A reset ready to begin: its request, and the seed drawn for it if it names none."""
+
+    request: ResetRequest
+    drawn_seed: int | None
+
+
+def reset_arguments(env: ServiceIncidentEnvironment, reset: Reset) -> dict[str, Any]:
+    """The arguments of `env.reset` for a reset made ready, its drawn seed the one the environment draws
+    (so the seed stays withheld, as a seed the environment drew itself is)."""
+    drawn = reset.drawn_seed
+    if drawn is not None:
+        env.draw_seed = lambda: drawn
+    return msgspec.structs.asdict(reset.request)
 
 
 class Generation:
@@ -34,6 +54,13 @@ class Generation:
         self._holdout_key = holdout_key
         self._key = HoldoutKey(holdout_key) if holdout_key is not None else None
         self._pool: ProcessPoolExecutor | None = None
+
+    async def ready(self, request: ResetRequest) -> Reset:
+        """Draw the seed of a reset that names none (so that a log replays it), and generate its incident
+        off the event loop if it is generated from the seed: the reset then only starts it."""
+        drawn = secrets.randbelow(MAX_SEED) if request.seed is None else None
+        await self.draw(request, drawn)
+        return Reset(request, drawn)
 
     async def draw(self, request: ResetRequest, drawn_seed: int | None) -> None:
         """Generate the incident a reset will play, if it is generated from its seed, and keep it."""

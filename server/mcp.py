@@ -47,6 +47,7 @@ from service_incident.models import Action, InvalidAction, InvalidReset, Observa
 from service_incident.wire import ProtocolError, decode_json, encode, step_payload
 
 from .bounded import AtCapacity, BoundedStore, Clock
+from .generation import Generation, reset_arguments
 from .http_episodes import UnknownEpisode
 from .sessions import EnvFactory
 
@@ -298,9 +299,13 @@ class McpEndpoint:
         max_body_bytes: int = 1024 * 1024,
         new_env: EnvFactory = ServiceIncidentEnvironment,
         max_sessions_per_client: int = 16,
+        generation: Generation | None = None,
     ) -> None:
         self.openenv = openenv
         self.new_env = new_env
+        # The server's generation pool, as its other doors reset through it: a training reset's
+        # generation would otherwise hold the event loop, and every other session, while it runs.
+        self.generation = generation or Generation(0, None)
         self.sessions = session_store(max_sessions, max_sessions_per_client, idle_timeout_s, clock, self._ended)
         self._ending: list[str] = []
         self._wake: anyio.Event | None = None
@@ -456,8 +461,8 @@ class McpEndpoint:
                 withheld = sorted(RESET_WITHHELD.keys() & arguments.keys())
                 if withheld:
                     raise InvalidReset(f"{RESET_WITHHELD[withheld[0]]}: {withheld[0]} is not an argument of reset")
-                request = msgspec.convert(arguments, ResetRequest)
-                shown = episode.reset(**msgspec.structs.asdict(request))
+                reset = await self.generation.ready(msgspec.convert(arguments, ResetRequest))
+                shown = episode.reset(**reset_arguments(episode.env, reset))
             else:
                 shown = episode.step(parse_action({**arguments, "action": params.name}))
         except (msgspec.ValidationError, InvalidReset, InvalidAction) as exc:

@@ -18,19 +18,18 @@ import asyncio
 import hashlib
 import secrets
 import uuid
-from typing import NamedTuple
 
 import msgspec
 from msgspec import Struct
 
-from service_incident.environment import MAX_SEED, ServiceIncidentEnvironment
+from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.holdout import fingerprint
 from service_incident.models import Action, Observation, ResetRequest, State, parse_action
 from service_incident.tasks import HELD_OUT
 from service_incident.wire import FrameEncoder, clip
 
 from .episode_log import EpisodeLog, Logged
-from .generation import Generation
+from .generation import Generation, Reset, reset_arguments
 from .sessions import EnvFactory
 
 EPISODE_ID_BYTES = 18
@@ -103,13 +102,6 @@ class Episode:
         return observation
 
 
-class Reset(NamedTuple):
-    """A reset ready to begin: its request, and the seed drawn for it if it names none."""
-
-    request: ResetRequest
-    drawn_seed: int | None
-
-
 class Replayer:
     def __init__(
         self, log: EpisodeLog, new_env: EnvFactory, holdout_key: str | None, generation: Generation | None = None
@@ -120,11 +112,8 @@ class Replayer:
         self.generation = generation or Generation(0, holdout_key)
 
     async def ready(self, request: ResetRequest) -> Reset:
-        """Draw the seed of a reset that names none (so that the log replays it), and generate its
-        incident off the event loop if it is generated from the seed: `begin` then only starts it."""
-        drawn = secrets.randbelow(MAX_SEED) if request.seed is None else None
-        await self.generation.draw(request, drawn)
-        return Reset(request, drawn)
+        """The reset made ready by the generation pool: `begin` then only starts it."""
+        return await self.generation.ready(request)
 
     def begin(
         self,
@@ -144,7 +133,7 @@ class Replayer:
         request, drawn = reset
         name = request.episode_id or (episode_id if named_by_id else str(uuid.uuid4()))
         request = msgspec.structs.replace(request, episode_id=name)
-        observation = _reset(env, request, drawn)
+        observation = env.reset(**reset_arguments(env, reset._replace(request=request)))
         held_out = (env.state.task_id or "") in HELD_OUT
         head = LogHead(request, drawn, self.holdout if held_out else None)
         episode = Episode(env, log_key(episode_id), owner, _encode(head))
@@ -193,7 +182,7 @@ class Replayer:
 
     def _replay(self, key: str, owner: str, logged: Logged, head: LogHead) -> Episode:
         env = self.new_env()
-        last = _reset(env, head.request, head.drawn_seed)
+        last = env.reset(**reset_arguments(env, Reset(head.request, head.drawn_seed)))
         for action in logged.actions:
             last = env.step(parse_action(action))
         episode = Episode(env, key, owner, logged.head)
@@ -201,9 +190,3 @@ class Replayer:
         episode.logged = len(logged.actions)
         episode.last = last
         return episode
-
-
-def _reset(env: ServiceIncidentEnvironment, request: ResetRequest, drawn: int | None) -> Observation:
-    if drawn is not None:
-        env.draw_seed = lambda: drawn
-    return env.reset(**msgspec.structs.asdict(request))

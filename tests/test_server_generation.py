@@ -16,12 +16,14 @@ from pathlib import Path
 import httpx
 import msgspec
 import pytest
+from mcp import Client
 from scale_support import free_port
 from serving import eventually
 from test_server_ws import ask, open_ws
 
 from service_incident import tasks
 from service_incident.environment import ServiceIncidentEnvironment
+from service_incident.integrations import text
 from service_incident.models import ResetRequest
 from service_incident.server.generation import Generation
 
@@ -50,6 +52,28 @@ async def test_another_session_is_answered_while_a_reset_generates(make_server: 
     async with asyncio.timeout(30):
         reset = json.loads(await replied)
     assert reset["data"]["observation"] == in_process(EXPERT_RESET)
+
+
+async def test_an_mcp_reset_generates_in_the_pool_while_other_sessions_are_answered(
+    make_server: Callable[..., str],
+) -> None:
+    url = make_server(generation_processes=1)
+    stepping = await open_ws(url)
+    calm = await ask(stepping, {"type": "reset", "data": {"task_id": "easy", "seed": 2}})
+    service = calm["data"]["observation"]["services"][0]
+    fields = {"task_id": "gen_expert", "seed": 90_211}
+    async with Client(f"{url}/mcp") as client:
+        await client.list_tools()  # the session is open: what follows is the reset alone
+        resetting = asyncio.create_task(client.call_tool("reset", fields))
+        await asyncio.sleep(0.05)  # the call reaches the server: generated on its event loop, it is over
+        for _ in range(5):
+            step = await ask(stepping, {"type": "step", "data": {"action": "inspect_logs", "target": service}})
+            assert step["type"] == "observation"
+        assert not resetting.done()
+        async with asyncio.timeout(30):
+            reset = await resetting
+    assert reset.is_error is False
+    assert reset.content[0].text == text.page(ServiceIncidentEnvironment().reset(**fields))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("processes", [0, 1])
