@@ -2,13 +2,17 @@
 # Not built by the tests or CI, which have no Docker engine; tests/test_install_paths.py runs the
 # same steps (a wheel of a fresh copy installed into a new environment, then `server`) without one.
 
-# First stage: the package as a wheel, from what `pip install .` reads (pyproject.toml, README.md as
-# the long description, and the three folders the package is made of).
+# First stage: the package as a wheel, from what `pip install .` reads (pyproject.toml, setup.py for
+# the compiled kernel, README.md as the long description, and the three folders the package is made
+# of). The kernel needs a C compiler to build, here only: the image runs the wheel without one.
 FROM python:3.11-slim AS wheel
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY service_incident ./service_incident
 COPY server ./server
 COPY client ./client

@@ -65,7 +65,7 @@ define debian
 	else echo "warning: $(1) missing, and installing needs root and apt-get: $(3) will be skipped"; fi
 endef
 
-.PHONY: run test test-install lint docs browser scale-services clean rebuild
+.PHONY: run test test-install compile lint docs browser scale-services clean rebuild
 browser:
 	$(call debian,chromium chromedriver,$(BROWSER_PACKAGES),the browser tests)
 
@@ -75,6 +75,11 @@ scale-services:
 # Silent recipe: inference.py's stdout is a contract of [START]/[STEP]/[END] lines only.
 run: $(VENV)/.runtime
 	@$(PY) inference.py
+
+# An install compiles the core's kernel in place (setup.py); after an edit of its source, this
+# compiles it again (the tests compare it with the Python it stands for).
+compile: $(VENV)/.installed
+	@$(PY) setup.py -q build_ext --inplace >&2
 
 # mypy has no package-dir: it checks server/ and client/ through links named as they install
 # (pyproject.toml's [tool.mypy] reads them from .venv/mypy).
@@ -97,7 +102,7 @@ docs: $(VENV)/.installed
 # fixtures (servers, stock runs, evaluations) are built once (`loadgroup` would group finer, but xdist
 # 3.8 cannot rename pytest 9.2's node ids, so its groups are ignored). Set here, not in pytest's
 # options: the venvs the slow tests build have no xdist.
-test: lint $(OPENENV_VENV)/.installed browser scale-services
+test: compile lint $(OPENENV_VENV)/.installed browser scale-services
 	OPENENV_PYTHON=$(abspath $(OPENENV_VENV))/bin/python $(PY) -m pytest -q -m 'not slow' -n auto --dist loadfile
 
 # Every install path on fresh copies of the repository: pip install . and -e, the commands, make run.
@@ -108,3 +113,4 @@ test-install: $(VENV)/.installed
 clean:
 	rm -rf $(VENV) .venvs build results test-artifacts .pytest_cache .ruff_cache .mypy_cache *.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+	find service_incident -name "*.so" -delete

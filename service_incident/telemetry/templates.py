@@ -27,7 +27,7 @@ class RandomSource(Protocol):
 
 
 _Piece = Callable[[RandomSource, dict[str, str]], str]
-# The fields that draw from the rng (what each takes: `_draw_bits`, which must agree with `_piece`).
+# The fields that draw from the rng (what each takes: `draw_bits`, which must agree with `_piece`).
 _DRAWING = ("int", "float", "hex", "pick")
 # A template's draws, taken in `fill`'s order without writing its text (`take`), to write it later (`replay`).
 Taken = tuple[float | int, ...]
@@ -102,7 +102,7 @@ def fill(template: str, rng: RandomSource, context: dict[str, str]) -> str:
 
 
 @cache
-def _draw_bits(template: str) -> tuple[int | None, ...]:
+def draw_bits(template: str) -> tuple[int | None, ...]:
     """What `fill` draws for a template, field by field: the bits of a {hex} field, None for a field that
     takes one `random()`. Named fields draw nothing, unless their text does ({endpoint})."""
     return tuple(
@@ -116,7 +116,7 @@ def take(template: str, rng: random.Random) -> Taken:
     """The draws `fill` takes for a template with no named fields, without writing its text: what a
     rendering that may never show the text takes, so its later draws are the same (`replay` writes it)."""
     random_, bits_ = rng.random, rng.getrandbits
-    return tuple([random_() if bits is None else bits_(bits) for bits in _draw_bits(template)])
+    return tuple([random_() if bits is None else bits_(bits) for bits in draw_bits(template)])
 
 
 class _Replay:

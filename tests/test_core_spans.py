@@ -1,0 +1,142 @@
+"""The compiled span draws (`telemetry/_spans.pyx`, setup.py) against the Python loop they stand for
+(`traces.draw_in_python`): the same requests, span for span, from the same rng, on the worlds the
+episodes play and on made-up services that take every branch of the draw."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from service_incident.environment import ServiceIncidentEnvironment
+from service_incident.harness.agents import ExpertAgent
+from service_incident.telemetry import traces
+from service_incident.world import Edge, World
+
+KERNEL = traces.compiled_kernel()
+needs_kernel = pytest.mark.skipif(KERNEL is None, reason="the kernel is not compiled in this install")
+
+
+def test_an_install_with_a_c_compiler_draws_with_the_compiled_kernel() -> None:
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler here: the package installs without its kernel")
+    # setup.py's extension is optional: a build that failed would leave the Python loop drawing, slower.
+    assert KERNEL is not None
+    assert traces.draw is not traces.draw_in_python
+
+
+def test_without_the_kernel_the_python_loop_draws() -> None:
+    code = (
+        "import sys; sys.modules['service_incident.telemetry._spans'] = None\n"
+        "from service_incident.telemetry import traces\n"
+        "print(traces.compiled_kernel() is None and traces.draw is traces.draw_in_python)"
+    )
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "True"
+
+
+def both(world: World, service: str, step: int, seed: int) -> tuple[list[traces.Request], list[traces.Request]]:
+    """A sample drawn by the Python loop and by the kernel from one rng state."""
+    assert KERNEL is not None
+    state = random.Random(seed).getstate()
+    found = []
+    for draw in (traces.draw_in_python, KERNEL):
+        rng = random.Random()
+        rng.setstate(state)
+        found.append(draw(world, service, step, rng))
+    return found[0], found[1]
+
+
+def played_worlds() -> Iterator[tuple[World, int]]:
+    """Each step's world of the expert's episodes: curated and generated, remedies applied."""
+    env = ServiceIncidentEnvironment()
+    for task_id, seed in [("easy", 1), ("hard", 2), ("gen_hard", 3), ("gen_expert", 4), ("gen_expert", 5)]:
+        obs = env.reset(task_id=task_id, seed=seed)
+        agent = ExpertAgent()
+        while not obs.done:
+            episode = env._episode
+            assert episode is not None
+            yield episode.world, episode.step
+            obs = env.step(agent.act(obs))
+
+
+@needs_kernel
+def test_the_kernel_draws_the_requests_the_python_loop_draws_on_played_worlds() -> None:
+    statuses: set[str] = set()
+    compared = 0
+    for world, step in played_worlds():
+        for service in world.incident.names:
+            reference, compiled = both(world, service, step, compared)
+            assert compiled == reference, (world.incident.id, service, step)
+            statuses.update(span[4] for request in reference for span in request.spans)
+            compared += 1
+    # The worlds took the draw's branches: failures of its own, calls given up on, work cancelled.
+    assert {"ok", "timeout", "cancelled", "error(upstream error)"} <= statuses, statuses
+    assert compared > 100
+
+
+def made_up(
+    operations: tuple[str, ...], edges: tuple[Edge, ...] = (), **fields: object
+) -> Callable[[World, str, int], traces._SpanSource]:
+    """A service's span source, every field set by hand, for services named in `edges` too."""
+    source = traces._SpanSource(
+        edges=edges,
+        operations=operations,
+        drawn=tuple("{" in op for op in operations),
+        routes=tuple(op.split()[0] for op in operations),
+        p50_ms=12.0,
+        sigma=0.9,
+        own_errors=tuple(0.2 for _ in operations),
+        failure="error(500)",
+        minor_error=0.0,
+        minor_failure="error(503)",
+        minor_job="",
+        call_error=0.1,
+        partner_op="",
+        partner_failure="",
+    )
+    source = traces.msgspec.structs.replace(source, **fields)
+    # Every dependency calls the others in turn, as deep as a trace goes, slower than its callers.
+    below = traces.msgspec.structs.replace(source, p50_ms=30.0, sigma=1.4)
+    return lambda world, service, step: source if service == "front" else below
+
+
+@needs_kernel
+@pytest.mark.parametrize(
+    ("fields", "shown"),
+    [
+        # Hex fields past one 32-bit word, ints and picks, drawn where a view may show the span.
+        ({}, set()),
+        # A red herring's background job failing at the entry.
+        ({"minor_error": 0.3, "minor_job": "job-reindex"}, {"error(503)"}),
+        # Calls to an outside party, failing through it.
+        ({"partner_op": "POST partner:/charge", "partner_failure": "error(partner 502)"}, {"error(partner 502)"}),
+        (
+            {"partner_op": "POST partner:/charge", "partner_failure": "", "minor_error": 0.2, "minor_job": "job-x"},
+            {"error(503)"},
+        ),
+    ],
+)
+def test_the_kernel_draws_what_the_python_loop_draws_on_every_branch(
+    monkeypatch: pytest.MonkeyPatch, fields: dict[str, object], shown: set[str]
+) -> None:
+    operations = ("GET /a id={hex:16} n={int:1:9}", "POST /b {pick:x|y|z}", "GET /c", "PUT /d k={hex:6} f={float:0:1}")
+    # Tight deadlines time calls out and cancel the work below them; loose ones let them finish.
+    edges = tuple(
+        Edge(f"dep-{index}", share, 0.7, deadline, 2, False, "named")
+        for index, (share, deadline) in enumerate([(0.9, 25.0), (0.6, 400.0), (0.5, 60.0)])
+    )
+    monkeypatch.setattr(traces, "_span_source", made_up(operations, edges, **fields))
+    world = ServiceIncidentEnvironment()
+    world.reset(task_id="easy", seed=1)
+    assert world._episode is not None
+    statuses: set[str] = set()
+    for seed in range(40):
+        reference, compiled = both(world._episode.world, "front", 0, seed)
+        assert compiled == reference, seed
+        statuses.update(span[4] for request in reference for span in request.spans)
+    assert {"cancelled", "timeout", "error(upstream timeout)", "error(500)", *shown} <= statuses, statuses
