@@ -3,8 +3,8 @@
 # same steps (a wheel of a fresh copy installed into a new environment, then `server`) without one.
 
 # First stage: the package as a wheel, from what `pip install .` reads (pyproject.toml, setup.py for
-# the compiled kernel, README.md as the long description, and the three folders the package is made
-# of). The kernel needs a C compiler to build, here only: the image runs the wheel without one.
+# the compiled kernels, README.md as the long description, and the three folders the package is made
+# of). The kernels need a C compiler to build, here only: the image runs the wheel without one.
 FROM python:3.11-slim AS wheel
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1

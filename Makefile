@@ -76,8 +76,8 @@ scale-services:
 run: $(VENV)/.runtime
 	@$(PY) inference.py
 
-# An install compiles the core's kernel in place (setup.py); after an edit of its source, this
-# compiles it again (the tests compare it with the Python it stands for).
+# An install compiles the core's kernels in place (setup.py); after an edit of one's source, this
+# compiles it again (the tests compare each with the Python it stands for).
 compile: $(VENV)/.installed
 	@$(PY) setup.py -q build_ext --inplace >&2
 

@@ -1,9 +1,11 @@
-"""The compiled kernel of the core: everything else about the package is in pyproject.toml.
+"""The compiled kernels of the core: everything else about the package is in pyproject.toml.
 
-`service_incident/telemetry/_spans.pyx` draws a trace sample's spans in C, draw for draw as the Python
-loop in `traces.py` does (tests/test_core_spans.py holds the two to the same requests). The extension
-is optional: where no C compiler is at hand the package installs without it, and the Python loop
-draws the same spans, only slower.
+Each kernel is a `.pyx` beside the Python it stands for, which draws and computes the same, operation
+for operation: `telemetry/_spans.pyx` a trace sample's span draws (`traces.draw_in_python`),
+`world/_minute.pyx` a service's state in a simulated minute (`simulation._service_state`).
+tests/test_core_spans.py and tests/test_core_minute.py hold each to its Python. The extensions are
+optional: where no C compiler is at hand the package installs without them, and the Python computes
+the same, only slower.
 """
 
 from __future__ import annotations
@@ -13,15 +15,12 @@ import os
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
+# No fused multiply-adds: every operation rounds as Python's float arithmetic rounds it. No debug
+# symbols: they are not shipped, and double the compile time.
+COMPILE_ARGS = ["-O2", "-g0", "-ffp-contract=off"]
 KERNELS = [
-    # No fused multiply-adds: every operation rounds as Python's float arithmetic rounds it. No debug
-    # symbols: they are not shipped, and double the compile time.
-    Extension(
-        "service_incident.telemetry._spans",
-        ["service_incident/telemetry/_spans.pyx"],
-        optional=True,
-        extra_compile_args=["-O2", "-g0", "-ffp-contract=off"],
-    ),
+    Extension(name, [name.replace(".", "/") + ".pyx"], optional=True, extra_compile_args=COMPILE_ARGS)
+    for name in ("service_incident.telemetry._spans", "service_incident.world._minute")
 ]
 
 setup(

@@ -10,13 +10,14 @@ requests). The state is noise-free per step; telemetry renders it as an engineer
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
 from ..faults import FailureMode, FaultType
+from . import lognormal, traffic
 from .draws import mix_lanes, wobble_minute
 from .lognormal import exceed
 from .rubric import P1_ERROR_RATE
@@ -209,7 +210,7 @@ def simulate(
         ):
             states[name] = calm_state
             continue
-        state = states[name] = _service_state(
+        state = states[name] = service_state(
             constants,
             minute.step,
             requests,
@@ -379,6 +380,50 @@ def _service_state(  # noqa: C901
     )
 
 
+# One service's state in a minute, as `_service_state` computes it.
+ServiceStateOf = Callable[
+    [
+        "LoopConstants",
+        int,
+        float,
+        float,
+        float,
+        Sequence[tuple[FaultType, float]],
+        float | None,
+        SideEffect | None,
+        bool,
+        bool,
+        Mapping[str, float],
+        dict[str, ServiceState],
+    ],
+    ServiceState,
+]
+
+
+def compiled_kernel() -> ServiceStateOf | None:
+    """`_service_state` compiled (`_minute.pyx`, setup.py), if this install has it."""
+    try:
+        from . import _minute
+    except ImportError:  # an install without a C compiler: `_service_state` computes
+        return None
+    _minute.configure(
+        ServiceState,
+        {
+            "MAX_UTILISATION": traffic.MAX_UTILISATION,
+            "P1_ERROR_RATE": P1_ERROR_RATE,
+            "RESTART_DISRUPTION": RESTART_DISRUPTION,
+            "BREAKER_OPEN": BREAKER_OPEN,
+            "MOVEMENT_CPU": MOVEMENT_CPU,
+            "MOVEMENT_MEMORY": MOVEMENT_MEMORY,
+            "BATCH_RAMP_MINUTES": BATCH_RAMP_MINUTES,
+            "TRAFFIC_MEMORY_CAP": TRAFFIC_MEMORY_CAP,
+            "Z99": lognormal.Z99,
+            "SQRT2": lognormal._SQRT2,
+        },
+    )
+    return _minute.service_state
+
+
 def _fault_effects(
     faults: Sequence[tuple[FaultType, float]],
     n1: float,
@@ -482,3 +527,6 @@ def _answered_as_when_calm(
         if state is not calm and not _answers_alike(state, calm):
             return False
     return True
+
+
+service_state: ServiceStateOf = compiled_kernel() or _service_state
