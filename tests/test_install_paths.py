@@ -91,6 +91,43 @@ def test_the_installed_package_is_whole(wheel: Install, checkout: Path, elsewher
     assert all(path.startswith(site) for path in imported_files(wheel.python, checkout, elsewhere))
 
 
+KERNELS = (
+    "from service_incident.telemetry import traces; from service_incident.world import simulation;"
+    "print(traces.compiled_kernel() is not None, simulation.compiled_kernel() is not None)"
+)
+
+
+def test_the_installed_package_has_its_compiled_kernels(wheel: Install, elsewhere: Path) -> None:
+    assert run([wheel.python, "-c", KERNELS], cwd=elsewhere).stdout.split() == ["True", "True"]
+
+
+# An episode of a generated task played to its end by the expert: its score.
+PLAY = (
+    "from service_incident.environment import ServiceIncidentEnvironment as E;"
+    "from service_incident.harness.agents import ExpertAgent as A\n"
+    "env, agent = E(), A(); obs = env.reset(task_id='gen_hard', seed=5)\n"
+    "while not obs.done: obs = env.step(agent.act(obs))\n"
+    "print(obs.score)"
+)
+
+
+@pytest.mark.parametrize("compiler", ["/nonexistent/cc", "false"])
+def test_without_a_working_c_compiler_the_package_installs_and_computes_in_python(
+    elsewhere: Path, tmp_path: Path, compiler: str
+) -> None:
+    """A compiler that is not there, or that fails: the kernels are left out, said so, and the Python
+    they stand for plays the episodes."""
+    # A copy of its own: pip builds in the tree, and the kernels another install built there are kept.
+    copy = fresh_copy(tmp_path / "checkout")
+    bin_folder = new_venv(tmp_path / "venv")
+    command = ["env", f"CC={compiler}", bin_folder / "python", "-m", "pip", "install", "-v", copy]
+    result = run(command, cwd=tmp_path)
+    assert "_spans not compiled" in result.stderr + result.stdout
+    assert run([bin_folder / "python", "-c", KERNELS], cwd=elsewhere).stdout.split() == ["False", "False"]
+    played = run([bin_folder / "python", "-c", PLAY], cwd=elsewhere)
+    assert 0.0 <= float(played.stdout) <= 1.0
+
+
 def test_an_editable_install_runs_the_checkout(editable: Install, checkout: Path, elsewhere: Path) -> None:
     assert all(path.startswith(str(checkout)) for path in imported_files(editable.python, checkout, elsewhere))
     probe = checkout / "service_incident" / "probe_edit.py"
