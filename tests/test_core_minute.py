@@ -4,9 +4,6 @@ that generation and the expert's episodes simulate."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from collections import Counter
 from typing import Any
 
@@ -18,23 +15,6 @@ from service_incident.harness.agents import ExpertAgent
 from service_incident.world import simulation
 
 KERNEL = simulation.compiled_kernel()
-
-
-def test_an_install_with_a_c_compiler_simulates_with_the_compiled_minute() -> None:
-    if shutil.which("cc") is None:
-        pytest.skip("no C compiler here: the package installs without its kernels")
-    assert KERNEL is not None
-    assert simulation.service_state is not simulation._service_state
-
-
-def test_without_the_kernel_the_python_minute_simulates() -> None:
-    code = (
-        "import sys; sys.modules['service_incident.world._minute'] = None\n"
-        "from service_incident.world import simulation\n"
-        "print(simulation.compiled_kernel() is None and simulation.service_state is simulation._service_state)"
-    )
-    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert found.stdout.strip() == "True"
 
 
 @pytest.mark.skipif(KERNEL is None, reason="the kernel is not compiled in this install")

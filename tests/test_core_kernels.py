@@ -1,0 +1,42 @@
+"""The core's compiled kernels (setup.py) are used where they were built, and the Python they stand
+for computes where they were not. That each computes what its Python computes: test_core_spans.py and
+test_core_minute.py."""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+# Each kernel: its module, the module that uses it, the name it is used by there, and the Python it
+# stands for.
+KERNELS = [
+    ("service_incident.telemetry._spans", "service_incident.telemetry.traces", "draw", "draw_in_python"),
+    ("service_incident.world._minute", "service_incident.world.simulation", "service_state", "_service_state"),
+]
+
+
+@pytest.mark.parametrize(("kernel", "user", "used", "python"), KERNELS)
+def test_an_install_with_a_c_compiler_computes_with_the_compiled_kernel(
+    kernel: str, user: str, used: str, python: str
+) -> None:
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler here: the package installs without its kernels")
+    # setup.py's extensions are optional: a build that failed would leave the Python computing, slower.
+    module = importlib.import_module(user)
+    assert module.compiled_kernel() is not None, kernel
+    assert getattr(module, used) is not getattr(module, python)
+
+
+@pytest.mark.parametrize(("kernel", "user", "used", "python"), KERNELS)
+def test_without_the_kernel_the_python_computes(kernel: str, user: str, used: str, python: str) -> None:
+    code = (
+        f"import sys; sys.modules[{kernel!r}] = None\n"
+        f"import {user} as module\n"
+        f"print(module.compiled_kernel() is None and module.{used} is module.{python})"
+    )
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "True"
