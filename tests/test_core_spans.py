@@ -80,9 +80,9 @@ def made_up(
         partner_op="",
         partner_failure="",
     )
-    source = traces.msgspec.structs.replace(source, **fields)
+    source = msgspec.structs.replace(source, **fields)
     # Every dependency calls the others in turn, as deep as a trace goes, slower than its callers.
-    below = traces.msgspec.structs.replace(source, p50_ms=30.0, sigma=1.4)
+    below = msgspec.structs.replace(source, p50_ms=30.0, sigma=1.4)
     return lambda world, service, step: source if service == "front" else below
 
 

@@ -214,7 +214,7 @@ def draw_requests(
     cdef _Sampler sampler = _Sampler.__new__(_Sampler)
     cdef int i
     cdef double total
-    version, state, _ = rng.getstate()
+    state = rng.getstate()[1]  # getstate(): (version, the 624 words and their index, gauss spare)
     for i in range(N):
         sampler.mt[i] = state[i]
     sampler.index = state[N]

@@ -7,7 +7,7 @@ import math
 
 # The standard normal's 99th percentile: the p99 of a lognormal is exp(Z99 * sigma) times its median.
 Z99 = 2.326
-_SQRT2 = math.sqrt(2.0)
+SQRT2 = math.sqrt(2.0)
 
 
 def sigma(p50: float, p99: float) -> float:
@@ -20,4 +20,4 @@ def exceed(p50: float, p99: float, deadline: float) -> float:
     """The share of calls slower than a deadline, for a lognormal latency with this median and p99."""
     if p50 <= 0.0:
         return 0.0
-    return 0.5 * math.erfc(math.log(deadline / p50) / (sigma(p50, p99) * _SQRT2))
+    return 0.5 * math.erfc(math.log(deadline / p50) / (sigma(p50, p99) * SQRT2))

@@ -418,7 +418,7 @@ def compiled_kernel() -> ServiceStateOf | None:
             "BATCH_RAMP_MINUTES": BATCH_RAMP_MINUTES,
             "TRAFFIC_MEMORY_CAP": TRAFFIC_MEMORY_CAP,
             "Z99": lognormal.Z99,
-            "SQRT2": lognormal._SQRT2,
+            "SQRT2": lognormal.SQRT2,
         },
     )
     return _minute.service_state
