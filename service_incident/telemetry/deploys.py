@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from functools import lru_cache
+from operator import itemgetter
 
 from ..faults import FAULTS, RELEASE_CHANGES, Changes, change_text, release_family
 from ..herrings import HERRINGS
@@ -49,37 +50,54 @@ def recent_form(world: World, service: str) -> str | None:
 
 def deploys(world: World, service: str, step: int) -> str:
     """Recent releases and configuration changes of a service, newest first."""
+    previous = version_of(world.incident.id, service)[1]
+    return "\n".join(
+        f"{format_time(moment)} "
+        + (_release(world, service, shipped, *written) if written else f"rollback to {previous} by on-call")
+        for moment, shipped, written in entries(world, service, step)
+    )
+
+
+# A deploy history's entry: when, the release it shipped ("" for a rollback), and what `_release` writes
+# of it (its form, the changes it may touch, its draws' key), or None for a rollback.
+Entry = tuple[datetime, str, tuple[str, Changes | None, object] | None]
+
+
+def entries(world: World, service: str, step: int) -> list[Entry]:
+    """The deploy history's entries, newest first, their texts not written: a pod's age asks only when
+    its release shipped. No two share a moment (a recent release is minutes before the page, a rollback
+    after it, the older ones days before), so the moments alone order them."""
     incident = world.incident
     current, previous = version_of(incident.id, service)
     started = parse_time(incident.started_at)
-    entries: list[tuple[datetime, str]] = []
+    found: list[Entry] = []
     changed = False
     for index, fault in enumerate(incident.faults):
         kind = FAULTS[fault.type]
         if fault.service == service and kind.change:
             lead = fault_lead(incident, fault, index)
             moment = started - timedelta(minutes=lead + spread(1, 8, incident.id, service, "ship"))
-            entries.append((moment, _release(world, service, current, kind.change, kind.touches, index)))
+            found.append((moment, current, (kind.change, kind.touches, index)))
             changed = True
     for index, distraction in enumerate(incident.distractions):
         if distraction.service == service and HERRINGS[distraction.kind].ships and not changed:
             before = distraction_onset(incident.id, index) + spread(1, 8, incident.id, index)
             moment = started - timedelta(minutes=before)
-            entries.append((moment, _release(world, service, current, _form(world, service), None, index)))
+            found.append((moment, current, (_form(world, service), None, index)))
             changed = True
     for event in world.history:
         if event.service == service and event.step <= step and event.remedy == "rollback":
-            entries.append((clock(world, event.step), f"rollback to {previous} by on-call"))
+            found.append((clock(world, event.step), "", None))
     older = started - timedelta(days=spread(2, 12, incident.id, service, "old"))
     full = "deploy" if release_family(world.plan.by_name[service].tech) in ("app", "proxy") else "migration"
     if changed:
-        entries.append((older, _release(world, service, previous, full, None, "old")))
+        found.append((older, previous, (full, None, "old")))
     else:
-        entries.append((older, _release(world, service, current, full, None, "old")))
+        found.append((older, current, (full, None, "old")))
         oldest = older - timedelta(days=spread(3, 20, incident.id, service, "older"))
-        entries.append((oldest, _release(world, service, previous, full, None, "older")))
-    entries.sort(reverse=True)
-    return "\n".join(f"{format_time(moment)} {text}" for moment, text in entries)
+        found.append((oldest, previous, (full, None, "older")))
+    found.sort(key=itemgetter(0), reverse=True)
+    return found
 
 
 def _form(world: World, service: str) -> str:

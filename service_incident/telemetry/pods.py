@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 
 from ..faults import FAULTS, FaultType
 from ..world import HISTORY_MINUTES, World, fault_lead, spread, unit
-from .clock import clock, epoch_ms, parse_time, step_of
-from .deploys import canary_version, deploys, version
-from .templates import hexkey
+from ..world.draws import Draws
+from .clock import clock, epoch_ms, format_time, parse_time, step_of
+from .deploys import canary_version, entries, version
+from .templates import hex_digits, hexkey
 
 if TYPE_CHECKING:
     from .state import TelemetryState
@@ -103,25 +104,27 @@ def _new_pods(state: TelemetryState, service: str, step: int) -> list[Pod]:
     # A live canary runs beside the stable pods: its own deployment, one pod taking its share of traffic.
     trial = canary_version(world, service, step)
     canaries = 0 if trial is None else 1
-    subnet = int(unit(iid, service, "net") * 250)
+    # Every draw of a pod is keyed by the incident and the service first: hashed once (`Draws`).
+    draw = Draws(iid, service)
+    subnet = int(draw.unit("net") * 250)
     for index in range(replicas + canaries):
         canary = index >= replicas
         scaled = node.replicas <= index < replicas
-        suffix = hexkey(iid, service, generation, index)[:5]
+        suffix = hex_digits(draw.unit(f"{generation}:{index}"))[:5]
         name = f"{service}-{template}-{suffix}"
         if canary:
             name = f"{service}-canary-{hexkey(iid, service, 'rs', trial, 'canary')[:5]}9-{suffix}"
         if born is not None:
             # A rollout replaces the pods one at a time in the seconds before it completes.
-            started = born - timedelta(milliseconds=spread(500, 20_000, iid, service, rollouts[-1], index))
+            started = born - timedelta(milliseconds=draw.spread(500, 20_000, f"{rollouts[-1]}:{index}"))
         elif scaled:
             scaled_at = min(e.step for e in world.history if e.service == service and e.remedy == "scale_up")
             started = clock(world, scaled_at)
         else:
-            started = now - timedelta(hours=spread(20, 900, iid, service, index, "age"), minutes=step)
+            started = now - timedelta(hours=draw.spread(20, 900, f"{index}:age"), minutes=step)
             # A pod is never older than the release it runs: the rollout of that release replaced every pod.
             shipped = released(state, service, trial if canary and trial else release)
-            started = max(started, shipped + timedelta(seconds=spread(20, 240, iid, service, index, "roll")))
+            started = max(started, shipped + timedelta(seconds=draw.spread(20, 240, f"{index}:roll")))
         created = started
         # Replicas added this minute are still starting (see SCALE_JOINING).
         restarts, status, termination = 0, "ContainerCreating" if scaled and started == now else "Running", None
@@ -129,7 +132,7 @@ def _new_pods(state: TelemetryState, service: str, step: int) -> list[Pod]:
             crashed = _crashed(world, service, index, crashing, sick, created, step)
             if crashed is not None:
                 restarts, termination, status, started = crashed[0], crashed[1], crashed[2] or status, crashed[3]
-        pid = 100 + int(unit(iid, service, generation, index, restarts, "pid") * 9800)
+        pid = 100 + int(draw.unit(f"{generation}:{index}:{restarts}:pid") * 9800)
         ip = f"10.{subnet}.{index}.{10 + int(unit(iid, name) * 200)}"
         found.append(Pod(name, pid, ip, created, started, restarts, status, termination, canary))
     return found
@@ -197,7 +200,8 @@ def released(state: TelemetryState, service: str, release: str) -> datetime:
     shipped it (kept for the incident: it precedes every remedy, and every pod of every view asks)."""
     found = state.shared.releases.get((service, release))
     if found is None:
-        history = deploys(state.world, service, -HISTORY_MINUTES).splitlines()
-        entry = next((line for line in history if line.split()[2].rstrip(":") == release), history[0])
-        found = state.shared.releases[(service, release)] = parse_time(entry.partition(" ")[0])
+        listed = entries(state.world, service, -HISTORY_MINUTES)
+        moment = next((moment for moment, shipped, _ in listed if shipped == release), listed[0][0])
+        # As the history prints it: to the second.
+        found = state.shared.releases[(service, release)] = parse_time(format_time(moment))
     return found

@@ -53,7 +53,12 @@ def pick_fixed(options: tuple[str, ...], *key: object) -> str:
 
 def hexkey(*key: object) -> str:
     """Six hex digits drawn from a key: the stuff of pod names and replica-set hashes."""
-    return f"{int(unit(*key) * 0xFFFFFF):06x}"
+    return hex_digits(unit(*key))
+
+
+def hex_digits(draw: float) -> str:
+    """Six hex digits from a draw in [0, 1)."""
+    return f"{int(draw * 0xFFFFFF):06x}"
 
 
 def _literal(text: str) -> _Piece:

@@ -3,8 +3,9 @@ from collections.abc import Mapping
 from typing import Any
 
 def configure(state: type, constants: Mapping[str, float]) -> None: ...
+def prepare(constants: tuple[Any, ...]) -> object: ...
 def service_state(
-    constants: tuple[Any, ...],
+    loop_constants: tuple[Any, ...],
     step: int,
     requests: float,
     w1: float,

@@ -50,8 +50,55 @@ cdef inline double exceed(double p50, double p99, double deadline):
     return 0.5 * erfc(log(deadline / p50) / (sigma(p50, p99) * SQRT2))
 
 
+cdef class Prepared:
+    """A service's loop constants (`plan.LoopConstants`) as C values: read from their Structs once per
+    plan (`prepare`), not in every minute, where most of the kernel's time went to reading them."""
+
+    cdef str name
+    cdef double capacity_rps, base_queueing, calm_queueing, memory_noise
+    cdef double p50_ms, tail, cpu_pct, memory_pct, error_rate, noise, replicas
+    cdef bint of_record
+    cdef tuple edges
+    cdef double gc_points, gc_minutes, gc_phase, fill_points, fill_at, fill_minutes
+    cdef double batch_at, batch_minutes, batch_cpu, batch_memory, traffic_memory, healthy_rps
+
+
+cdef class PreparedEdge:
+    """One edge of a caller's (`plan.Edge`, with its loop constants) as C values."""
+
+    cdef str dep
+    cdef double share, weighted_share, retry_power, deadline, retries
+    cdef bint breaker
+
+
+def prepare(tuple constants):
+    """A service's loop constants as `service_state` reads them: the last of `plan.LoopConstants`."""
+    node, capacity_rps, base_queueing, calm_queueing, memory_noise, of_record, edges, rhythm = constants
+    cdef Prepared found = Prepared.__new__(Prepared)
+    cdef PreparedEdge prepared
+    found.name = node.name
+    found.capacity_rps, found.base_queueing, found.calm_queueing = capacity_rps, base_queueing, calm_queueing
+    found.memory_noise, found.of_record = memory_noise, of_record
+    found.p50_ms, found.tail, found.cpu_pct, found.memory_pct = node.p50_ms, node.tail, node.cpu_pct, node.memory_pct
+    found.error_rate, found.noise, found.replicas = node.error_rate, node.noise, node.replicas
+    found.gc_points, found.gc_minutes, found.gc_phase = rhythm.gc_points, rhythm.gc_minutes, rhythm.gc_phase
+    found.fill_points, found.fill_at, found.fill_minutes = rhythm.fill_points, rhythm.fill_at, rhythm.fill_minutes
+    found.batch_at, found.batch_minutes = rhythm.batch_at, rhythm.batch_minutes
+    found.batch_cpu, found.batch_memory = rhythm.batch_cpu, rhythm.batch_memory
+    found.traffic_memory, found.healthy_rps = rhythm.traffic_memory, rhythm.healthy_rps
+    edges_ = []
+    for edge, weighted_share, retry_power in edges:
+        prepared = PreparedEdge.__new__(PreparedEdge)
+        prepared.dep, prepared.share, prepared.deadline = edge.dep, edge.share, edge.deadline_ms
+        prepared.weighted_share, prepared.retry_power = weighted_share, retry_power
+        prepared.retries, prepared.breaker = edge.retries, edge.breaker
+        edges_.append(prepared)
+    found.edges = tuple(edges_)
+    return found
+
+
 def service_state(
-    tuple constants,
+    tuple loop_constants,
     object step,
     double requests,
     double w1,
@@ -65,12 +112,14 @@ def service_state(
     dict states,
 ):
     """One service's state in the minute, its dependencies' states known (`states`)."""
-    node, capacity_rps_, base_queueing_, calm_queueing_, memory_noise_, of_record_, edges, rhythm = constants
-    cdef double capacity_rps = capacity_rps_, base_queueing = base_queueing_, calm_queueing = calm_queueing_
-    cdef double memory_noise = memory_noise_
-    cdef bint of_record = of_record_
-    name = node.name
-    cdef double noise = node.noise
+    cdef Prepared constants = loop_constants[8]
+    cdef double capacity_rps = constants.capacity_rps, base_queueing = constants.base_queueing
+    cdef double calm_queueing = constants.calm_queueing, memory_noise = constants.memory_noise
+    cdef bint of_record = constants.of_record
+    cdef tuple edges = constants.edges
+    cdef PreparedEdge edge
+    name = constants.name
+    cdef double noise = constants.noise
     cdef double n1 = 1.0 + noise * w1
     cdef double nw2 = noise * w2
     cdef double n2 = 1.0 + nw2
@@ -79,7 +128,7 @@ def service_state(
     cdef double moved_cpu, moved_memory, own_ok, silent, extra_cpu, extra_error, minor_error
     cdef double p50, p99, success, worst_wait, error_rate, floor, call_failure, strongest
     cdef double refused, dep_p50, dep_p99, deadline, timed_out, failed, seen, wait50, wait99, extra
-    cdef double share, wait, weighted_share, bound
+    cdef double share, wait, weighted_share, bound, retried
     if faults or not calm or scale is not None:
         capacity = capacity_rps * <double>scale if scale is not None else capacity_rps
         for kind, strength_ in faults:
@@ -92,22 +141,22 @@ def service_state(
         utilisation = requests / capacity_rps if capacity_rps > 0 else 0.0
         slowdown = calm_queueing
     shed_share = 1.0 - 1.0 / utilisation if utilisation > 1.0 else 0.0
-    self_p50 = <double>node.p50_ms * slowdown * n1
-    self_p99 = self_p50 * <double>node.tail * n2
+    self_p50 = constants.p50_ms * slowdown * n1
+    self_p99 = self_p50 * constants.tail * n2
     if requests:
         cpu = 100.0 * utilisation * n2
         if not cpu < 99.0:
             cpu = 99.0
     else:
-        cpu = node.cpu_pct
-    memory = <double>node.memory_pct * (1.0 + memory_noise * w1)
-    moved_cpu, moved_memory = _movement(rhythm, step, requests)
+        cpu = constants.cpu_pct
+    memory = constants.memory_pct * (1.0 + memory_noise * w1)
+    moved_cpu, moved_memory = _movement(constants, step, requests)
     if moved_cpu > 0.0:
         bound = cpu if not cpu < MOVEMENT_CPU else MOVEMENT_CPU
         cpu = cpu + moved_cpu if not bound < cpu + moved_cpu else bound
     bound = memory if not memory < MOVEMENT_MEMORY else MOVEMENT_MEMORY
     memory = memory + moved_memory if not bound < memory + moved_memory else bound
-    own_ok = (1.0 - <double>node.error_rate * (1.0 + w1)) * (1.0 - shed_share)
+    own_ok = (1.0 - constants.error_rate * (1.0 + w1)) * (1.0 - shed_share)
     silent = 0.0
     health = None
     mode = "error"
@@ -147,33 +196,33 @@ def service_state(
     else:
         extra_error, minor_error, minor_mode = 0.0, 0.0, "error"
     if restarting:
-        own_ok *= 1.0 - RESTART_DISRUPTION / <double>node.replicas * n1
+        own_ok *= 1.0 - RESTART_DISRUPTION / constants.replicas * n1
     p50, p99, success = self_p50, self_p99, 1.0
     failing = []
     if edges:
         worst_wait = 0.0
-        for edge, weighted_share_, retry_power in edges:
-            weighted_share = weighted_share_
+        for edge in edges:
+            weighted_share = edge.weighted_share
             dep = states[edge.dep]
             refused = dep.call_failure
             dep_p50 = dep.p50_ms
             dep_p99 = dep.p99_ms
-            deadline = edge.deadline_ms
+            deadline = edge.deadline
             timed_out = exceed(dep_p50, dep_p99, deadline) if dep_p99 * 2 > deadline else 0.0
             failed = 1.0 - (1.0 - refused) * (1.0 - timed_out)
             if edge.breaker and failed >= BREAKER_OPEN:
                 seen, wait50, wait99, cause = 1.0, 1.0, 2.0, "breaker"
             else:
                 dep_mode = dep.mode
-                retried = edge.retries if dep_mode not in ("rejected", "refused", "handshake") else 0
-                seen = failed ** (<double>retry_power if retried else 1.0)
-                extra = 1.0 + <double>retried * failed
+                retried = edge.retries if dep_mode not in ("rejected", "refused", "handshake") else 0.0
+                seen = failed ** (edge.retry_power if retried else 1.0)
+                extra = 1.0 + retried * failed
                 wait50 = (deadline if deadline < dep_p50 else dep_p50) * extra
                 wait99 = (deadline if deadline < dep_p99 else dep_p99) * extra
                 cause = "timeout" if timed_out > refused else dep_mode
             share = weighted_share * seen
             success *= 1.0 - share
-            p50 += <double>edge.share * wait50
+            p50 += edge.share * wait50
             wait = wait99 if edge.share >= 0.5 else wait50
             if wait > worst_wait:
                 worst_wait = wait
@@ -219,30 +268,24 @@ def service_state(
     )
 
 
-cdef tuple _movement(object rhythm, object minute_, double requests):
+cdef tuple _movement(Prepared rhythm, object minute_, double requests):
     """`Rhythm.at`: the CPU and memory points a service's everyday movement adds at a minute."""
     cdef double minute = minute_
     cdef double memory = 0.0, cpu = 0.0, ramp, extra
-    cdef double gc_points = rhythm.gc_points, fill_points = rhythm.fill_points, batch_minutes = rhythm.batch_minutes
-    cdef double traffic_memory = rhythm.traffic_memory, healthy_rps = rhythm.healthy_rps
-    cdef double gc_minutes, fill_at, batch_at
-    if gc_points:
-        gc_minutes = rhythm.gc_minutes
-        memory += gc_points * (((minute + <double>rhythm.gc_phase) % gc_minutes) / gc_minutes)
-    if fill_points:
-        fill_at = rhythm.fill_at
-        if minute >= fill_at:
-            memory -= fill_points * exp(-(minute - fill_at) / <double>rhythm.fill_minutes)
-    if batch_minutes:
-        batch_at = rhythm.batch_at
-        ramp = minute - batch_at
-        extra = batch_at + batch_minutes - minute
+    if rhythm.gc_points:
+        memory += rhythm.gc_points * (((minute + rhythm.gc_phase) % rhythm.gc_minutes) / rhythm.gc_minutes)
+    if rhythm.fill_points:
+        if minute >= rhythm.fill_at:
+            memory -= rhythm.fill_points * exp(-(minute - rhythm.fill_at) / rhythm.fill_minutes)
+    if rhythm.batch_minutes:
+        ramp = minute - rhythm.batch_at
+        extra = rhythm.batch_at + rhythm.batch_minutes - minute
         ramp = (extra if extra < ramp else ramp) / BATCH_RAMP_MINUTES
         if ramp > 0.0:
             ramp = ramp if ramp < 1.0 else 1.0
-            cpu += <double>rhythm.batch_cpu * ramp
-            memory += <double>rhythm.batch_memory * ramp
-    if traffic_memory and healthy_rps:
-        extra = requests / healthy_rps - 1.0
-        memory += traffic_memory * (extra if extra < TRAFFIC_MEMORY_CAP else TRAFFIC_MEMORY_CAP)
+            cpu += rhythm.batch_cpu * ramp
+            memory += rhythm.batch_memory * ramp
+    if rhythm.traffic_memory and rhythm.healthy_rps:
+        extra = requests / rhythm.healthy_rps - 1.0
+        memory += rhythm.traffic_memory * (extra if extra < TRAFFIC_MEMORY_CAP else TRAFFIC_MEMORY_CAP)
     return cpu, memory

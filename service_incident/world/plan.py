@@ -22,7 +22,7 @@ from ..faults import RECORD_KINDS, TECHNOLOGIES
 from ..incidents import Incident
 from ..topology import KINDS, dependency_order
 from .draws import WOBBLE_CHANNEL, WOBBLE_KEY, Draws, pack, spread, unit
-from .simulation import CALM_MINUTE, Rhythm, ServiceState, StepConstants, simulate
+from .simulation import CALM_MINUTE, Rhythm, ServiceState, StepConstants, prepare, simulate
 from .traffic import flow, queueing
 
 
@@ -65,7 +65,9 @@ class Node(msgspec.Struct, frozen=True, gc=False):
 # Per service, what the simulation loop needs besides the minute: (node, capacity, queueing at its
 # baseline load, queueing at healthy traffic, memory noise, whether it is a system of record, per
 # edge (edge, share of requests a failed call fails, retry exponent), and its everyday movement).
-LoopConstants = tuple[Node, float, float, float, float, bool, tuple[tuple[Edge, float, float], ...], Rhythm]
+PlainConstants = tuple[Node, float, float, float, float, bool, tuple[tuple[Edge, float, float], ...], Rhythm]
+# Those, and the same as the compiled minute reads them (`simulation.prepare`; None where not built).
+LoopConstants = tuple[Node, float, float, float, float, bool, tuple[tuple[Edge, float, float], ...], Rhythm, object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +217,8 @@ def _loop(node: Node, healthy_rps: float, capacity_rps: float, rhythm: Rhythm) -
     base = queueing(max(node.cpu_pct, 5.0) / 100.0)
     calm = queueing(healthy_rps / capacity_rps if capacity_rps > 0 else 0.0) / base
     edges = tuple((e, e.share * e.weight, 1.0 + 0.5 * e.retries) for e in node.edges)
-    return (node, capacity_rps, base, calm, 0.3 * node.noise, node.kind in RECORD_KINDS, edges, rhythm)
+    plain = (node, capacity_rps, base, calm, 0.3 * node.noise, node.kind in RECORD_KINDS, edges, rhythm)
+    return (*plain, prepare(plain))
 
 
 def _rhythm(incident_id: str, node: Node, healthy_rps: float) -> Rhythm:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from types import ModuleType
 from typing import TYPE_CHECKING, Literal
 
 import msgspec
@@ -24,7 +25,7 @@ from .rubric import P1_ERROR_RATE
 from .traffic import flow, queueing
 
 if TYPE_CHECKING:
-    from .plan import Edge, LoopConstants, Plan
+    from .plan import Edge, LoopConstants, PlainConstants, Plan
 
 ServiceHealth = Literal["ok", "degraded", "down"]
 # How calls to a dependency fail from the caller's side.
@@ -284,7 +285,7 @@ def _service_state(  # noqa: C901
     states: dict[str, ServiceState],
 ) -> ServiceState:
     """One service's state in the minute, its dependencies' states known (`states`)."""
-    node, capacity_rps, base_queueing, calm_queueing, memory_noise, of_record, edges, rhythm = constants
+    node, capacity_rps, base_queueing, calm_queueing, memory_noise, of_record, edges, rhythm, _ = constants
     name = node.name
     noise = node.noise
     n1 = 1.0 + noise * w1
@@ -402,6 +403,12 @@ ServiceStateOf = Callable[
 
 def compiled_kernel() -> ServiceStateOf | None:
     """`_service_state` compiled (`_minute.pyx`, setup.py), if this install has it."""
+    minute = _compiled_minute()
+    return None if minute is None else minute.service_state
+
+
+def _compiled_minute() -> ModuleType | None:
+    """The compiled minute's module, told the state Struct and the model's constants, if built."""
     try:
         from . import _minute
     except ImportError:  # an install without a C compiler: `_service_state` computes
@@ -421,7 +428,13 @@ def compiled_kernel() -> ServiceStateOf | None:
             "SQRT2": lognormal.SQRT2,
         },
     )
-    return _minute.service_state
+    return _minute
+
+
+def prepare(constants: PlainConstants) -> object:
+    """A service's loop constants as the compiled minute reads them, once per plan (the last of
+    `LoopConstants`); None where it was not built."""
+    return None if _MINUTE is None else _MINUTE.prepare(constants)
 
 
 def _fault_effects(
@@ -529,4 +542,5 @@ def _answered_as_when_calm(
     return True
 
 
-service_state: ServiceStateOf = compiled_kernel() or _service_state
+_MINUTE = _compiled_minute()
+service_state: ServiceStateOf = _service_state if _MINUTE is None else _MINUTE.service_state
