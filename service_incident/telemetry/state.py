@@ -9,6 +9,7 @@ per incident, in its `Shared`, for every episode of it."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -46,7 +47,7 @@ class Shared:
 
 # Every incident's `Shared`, by its encoding: as many incidents as the world keeps states of, the
 # oldest dropped first.
-_SHARED: dict[bytes, Shared] = {}
+_SHARED: OrderedDict[bytes, Shared] = OrderedDict()
 
 
 def shared(incident: Incident) -> Shared:

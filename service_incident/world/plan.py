@@ -19,7 +19,7 @@ from typing import Literal
 import msgspec
 
 from ..faults import RECORD_KINDS, TECHNOLOGIES
-from ..incidents import Incident
+from ..incidents import Incident, ServiceSpec
 from ..topology import KINDS, dependency_order
 from .draws import WOBBLE_CHANNEL, WOBBLE_KEY, Draws, pack, spread, unit
 from .simulation import CALM_MINUTE, Rhythm, ServiceState, StepConstants, prepare, simulate
@@ -115,11 +115,23 @@ Wiring = tuple[tuple[str, str, str, bool, tuple[str, ...]], ...]
 
 def plan_of(incident: Incident) -> Plan:
     """The incident's plan: cached by its wiring, so every world of it shares one."""
+    global _last_plan
+    services = incident.services
+    if _last_plan is not None and _last_plan[0] is services and _last_plan[1] == incident.id:
+        return _last_plan[2]
     wiring = tuple(
         (s.name, s.kind, _technology(incident.id, s.name, s.kind, s.tech), s.user_facing, tuple(s.depends_on))
-        for s in incident.services
+        for s in services
     )
-    return _plan_for(incident.id, wiring)
+    plan = _plan_for(incident.id, wiring)
+    _last_plan = (services, incident.id, plan)
+    return plan
+
+
+# The last incident's services (held, so that no other list takes their identity), its id and its plan:
+# the generator's tries of one topology, and the worlds each builds, share that one list (msgspec's
+# `replace` keeps it), so most asks find their plan without spelling out the wiring again.
+_last_plan: tuple[list[ServiceSpec], str, Plan] | None = None
 
 
 def technology(incident: Incident, name: str) -> str:

@@ -6,6 +6,7 @@ per incident, for every episode that plays it.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -16,20 +17,21 @@ from .simulation import ServiceState
 
 States = dict[str, ServiceState]
 
-_PREPAGE: dict[bytes, dict[int, States]] = {}
+_PREPAGE: OrderedDict[bytes, dict[int, States]] = OrderedDict()
 # Incidents whose untouched steps are kept (states here, pages in telemetry), the oldest dropped first.
 INCIDENTS_KEPT = 256
 
 Kept = TypeVar("Kept")
 
 
-def incident_store(stores: dict[bytes, Kept], key: bytes, new: Callable[[], Kept]) -> Kept:
+def incident_store(stores: OrderedDict[bytes, Kept], key: bytes, new: Callable[[], Kept]) -> Kept:
     """The store of the incident encoded as `key`, `new()` if it had none; past INCIDENTS_KEPT incidents
-    the oldest one's is dropped."""
+    the oldest one's is dropped. Ordered: a plain dict's first key is found past every slot its dropped
+    keys left, and the generator's candidates come and go by the hundred."""
     found = stores.get(key)
     if found is None:
         if len(stores) >= INCIDENTS_KEPT:
-            stores.pop(next(iter(stores)))
+            stores.popitem(last=False)
         found = stores[key] = new()
     return found
 
