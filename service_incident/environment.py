@@ -41,8 +41,7 @@ from .telemetry import (
     Look,
     Scope,
     Telemetry,
-    clock,
-    format_time,
+    clock_text,
     level,
     minute,
 )
@@ -429,7 +428,7 @@ class ServiceIncidentEnvironment:
             as_of=episode.as_of,
             step_count=episode.step,
             max_steps=task.max_steps,
-            clock=format_time(clock(episode.world, episode.step)),
+            clock=clock_text(episode.world, episode.step),
             sla_minutes_left=max(0, task.sla_minutes - STEP_MINUTES * episode.step),
             message=message,
             available_actions=list(task.actions),
@@ -506,7 +505,7 @@ def _severity_basis(world: World, graded: int) -> str:
     worst_latency = max(impact[1] for impact in impacts)
     at_risk = world.data_at_risk(graded)
     return (
-        f"worst user-facing impact from the page to {format_time(clock(world, graded))} (the last minute the "
+        f"worst user-facing impact from the page to {clock_text(world, graded)} (the last minute the "
         f"metrics had shown when the answer was chosen; a remedy's own disruption (pods rolling) not counted): "
         f"error rate {error_rate:.1%}, p99 {worst_latency:.0f} ms"
         f"{'; a system of record refused or lost writes' if at_risk else ''}. Rubric: P0 at error rate "

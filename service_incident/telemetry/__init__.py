@@ -14,7 +14,7 @@ belong to the system and are keyed by the incident alone. What an episode's tele
 looks is its `TelemetryState` (`state`), the one owner of every cache.
 """
 
-from .clock import STEP_MINUTES, clock, format_time, minute, parse_time
+from .clock import STEP_MINUTES, clock, clock_text, format_time, minute, parse_time
 from .logs import LOG_WINDOW_S
 from .look import Look, Scope, Telemetry, View
 from .pages import ALERT_RULES, fired
@@ -32,6 +32,7 @@ __all__ = [
     "Telemetry",
     "View",
     "clock",
+    "clock_text",
     "fired",
     "format_time",
     "level",

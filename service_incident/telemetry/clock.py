@@ -34,9 +34,20 @@ def _clock(started_at: str, step: int) -> datetime:
     return parse_time(started_at) + timedelta(minutes=STEP_MINUTES * step)
 
 
+def clock_text(world: World, step: int) -> str:
+    """The moment of a step as views print it."""
+    return _clock_text(world.incident.started_at, step)
+
+
+@lru_cache(maxsize=8192)
+def _clock_text(started_at: str, step: int) -> str:
+    # Cached: every step prints its clock, and most views the minutes of the history.
+    return format_time(_clock(started_at, step))
+
+
 def minute(world: World, step: int) -> str:
     """The minute of a step as a view's stamp reads it: HH:MM, UTC."""
-    return format_time(clock(world, step))[11:16]
+    return clock_text(world, step)[11:16]
 
 
 def epoch_ms(moment: datetime) -> int:

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from ..world import World, unit
 from ..world.episode import ESCALATION_DELAY
-from .clock import clock, format_time
+from .clock import clock_text
 
 
 class Partner(NamedTuple):
@@ -71,6 +71,6 @@ def acknowledgement(world: World, service: str, step: int) -> str:
     ticket = 1000 + int(unit(world.incident.id, service, "ticket", step) * 9000)
     return (
         f"Escalated {service} to {provider_team(world, service)}: ticket PRV-{ticket} acknowledged at "
-        f"{format_time(clock(world, step))}; they act at {format_time(clock(world, step + ESCALATION_DELAY))} "
+        f"{clock_text(world, step)}; they act at {clock_text(world, step + ESCALATION_DELAY)} "
         "on what they own (a quota or an outage of theirs)."
     )

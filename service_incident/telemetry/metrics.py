@@ -13,7 +13,7 @@ import msgspec
 from ..models import ERRORS_ONLY_FLOOR, EndpointMetrics, MetricPoint, Metrics
 from ..world import HISTORY_MINUTES, ServiceState, World
 from ..world.draws import WOBBLE_CHANNEL, WOBBLE_KEY, Draws, mix_lanes, pack, wobble_minute
-from .clock import clock, format_time
+from .clock import clock_text
 from .endpoints import fails_writes, on_path, own_error, request_templates, route
 from .jobs import failing_jobs, jobs_of
 from .templates import rng_for
@@ -183,7 +183,7 @@ def points(state: TelemetryState, wanted: list[tuple[str, int]]) -> list[MetricP
             service, minute = want
             at = minutes.get(minute)
             if at is None:
-                at = minutes[minute] = format_time(clock(state.world, minute))[11:16]
+                at = minutes[minute] = clock_text(state.world, minute)[11:16]
             kept[want] = _point(states_at(minute)[service], at, p99, error_rate, rps, cpu, memory)
     return [kept[want] for want in wanted]
 
