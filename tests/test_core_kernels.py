@@ -15,7 +15,7 @@ import pytest
 # stands for.
 KERNELS = [
     ("service_incident.telemetry._spans", "service_incident.telemetry.traces", "draw", "draw_in_python"),
-    ("service_incident.world._minute", "service_incident.world.simulation", "service_state", "_service_state"),
+    ("service_incident.world._minute", "service_incident.world.simulation", "minute_states", "_minute_states"),
 ]
 
 

@@ -1,6 +1,6 @@
 """The compiled minute (`world/_minute.pyx`, setup.py) against the Python it stands for
-(`simulation._service_state`): the same state, encoded byte for byte, for every service of every minute
-that generation and the expert's episodes simulate."""
+(`simulation._minute_states`): the same states, encoded byte for byte, and the same services left in
+their quiet state, in every minute that generation and the expert's episodes simulate."""
 
 from __future__ import annotations
 
@@ -22,28 +22,34 @@ def test_the_compiled_minute_computes_the_states_the_python_one_computes(monkeyp
     assert KERNEL is not None
     seen: Counter[str] = Counter()
 
-    def both(*args: Any) -> simulation.ServiceState:
-        reference = simulation._service_state(*args)
+    def both(*args: Any) -> dict[str, simulation.ServiceState]:
+        reference = simulation._minute_states(*args)
         compiled = KERNEL(*args)
         # Encoded, not compared: a float where Python kept an int would compare equal and print otherwise.
-        assert msgspec.json.encode(compiled) == msgspec.json.encode(reference), args[0][0].name
-        _, _, _, _, _, faults, scale, side, restarting, _, _, _ = args
+        assert msgspec.json.encode(compiled) == msgspec.json.encode(reference)
+        _, minute, _, only, quiet, _, _, _ = args
+        # The services each left in their quiet state rather than simulated are the same ones.
+        kept = {name for name, state in reference.items() if quiet is not None and state is quiet[name]}
+        assert kept == {name for name, state in compiled.items() if quiet is not None and state is quiet[name]}
+        simulated = [(name, state) for name, state in reference.items() if name not in kept]
         seen.update(
-            name
-            for name, present in [
-                ("fault", bool(faults)),
-                ("scaled", scale is not None),
-                ("side work", side is not None),
-                ("restarting", restarting),
-                ("down", reference.health == "down"),
-                *((f"calls failing by {cause}", True) for _, _, cause in reference.failing_upstreams),
+            label
+            for name, state in simulated
+            for label, present in [
+                ("fault", name in minute.live),
+                ("scaled", name in minute.scaled),
+                ("side work", name in minute.side),
+                ("restarting", name in minute.restarting),
+                ("down", state.health == "down"),
+                *((f"calls failing by {cause}", True) for _, _, cause in state.failing_upstreams),
             ]
             if present
         )
-        seen["states"] += 1
+        seen.update(["quiet states kept"] * bool(kept) + ["some services only"] * (only is not None))
+        seen["states"] += len(simulated)
         return reference
 
-    monkeypatch.setattr(simulation, "service_state", both)
+    monkeypatch.setattr(simulation, "minute_states", both)
     env = ServiceIncidentEnvironment()
     # New seeds: a reset generates its incident (every draft and fault strength the generator tries),
     # then the expert's remedies change the minutes that follow.
@@ -55,6 +61,7 @@ def test_the_compiled_minute_computes_the_states_the_python_one_computes(monkeyp
                 obs = env.step(agent.act(obs))
     obs = env.reset(task_id="gen_expert", seed=70_100)
     wanted = {"fault", "scaled", "side work", "restarting", "down", "calls failing by timeout"}
+    wanted |= {"quiet states kept", "some services only"}
     assert wanted <= seen.keys(), seen
     assert any(cause.startswith("calls failing by") and cause != "calls failing by timeout" for cause in seen), seen
     assert seen["states"] > 1000

@@ -1,20 +1,17 @@
 # The compiled kernel's interface (_minute.pyx), for type checkers.
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 def configure(state: type, constants: Mapping[str, float]) -> None: ...
 def prepare(constants: tuple[Any, ...]) -> object: ...
-def service_state(
-    loop_constants: tuple[Any, ...],
-    step: int,
-    requests: float,
-    w1: float,
-    w2: float,
-    faults: Any,
-    scale: float | None,
-    side: Any,
-    restarting: bool,
+def minute_states(
+    rows: list[tuple[Any, float, float]],
+    minute: Any,
+    rps: Mapping[str, float],
+    only: AbstractSet[str] | None,
+    quiet: Mapping[str, Any] | None,
+    touched: AbstractSet[str],
     calm: bool,
     healthy_p99: Mapping[str, float],
-    states: dict[str, Any],
-) -> Any: ...
+) -> dict[str, Any]: ...

@@ -1,5 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=False, cpow=True
-"""One service's state in a simulated minute, in C: `simulation._service_state`, operation for operation.
+"""Every service's state in a simulated minute, in C: `simulation._minute_states` and the
+`simulation._service_state` it calls, operation for operation.
 
 `simulation.py` holds the reference in Python and uses this one where it was compiled (setup.py);
 tests/test_core_minute.py holds the two to the same states. Every float operation is Python's, in its
@@ -97,8 +98,75 @@ def prepare(tuple constants):
     return found
 
 
-def service_state(
-    tuple loop_constants,
+def minute_states(
+    list rows, object minute, object rps, object only, object quiet, object touched, bint calm, object healthy_p99
+):
+    """`simulation._minute_states`: the state of each service (of those in `only`, if given) at request
+    rates `rps`, dependencies first; one that is not `touched`, at its `quiet` state's rate, its
+    dependencies answering as there, in its `quiet` state."""
+    cdef dict states = {}
+    # Whether some service simulated so far answers its callers otherwise than when calm: until one
+    # does, every dependency answers as when calm.
+    cdef bint answers_differ = False
+    cdef tuple row
+    cdef Prepared prepared
+    step = minute.step
+    live, side, restarting, scaled = minute.live, minute.side, minute.restarting, minute.scaled
+    for row in rows:
+        prepared = (<tuple>row[0])[8]
+        name = prepared.name
+        if only is not None and name not in only:
+            continue
+        requests = rps[name]
+        if quiet is not None and name not in touched:
+            calm_state = quiet[name]
+            if requests == calm_state.rps and (
+                not answers_differ or _answered_as_when_calm(prepared.edges, states, quiet)
+            ):
+                states[name] = calm_state
+                continue
+        state = states[name] = _service_state(
+            prepared,
+            step,
+            requests,
+            row[1],
+            row[2],
+            live.get(name, ()) if live else (),
+            scaled.get(name) if scaled else None,
+            side.get(name) if side else None,
+            name in restarting if restarting else False,
+            calm,
+            healthy_p99,
+            states,
+        )
+        if quiet is not None and not answers_differ:
+            answers_differ = not _answers_alike(state, quiet[name])
+    return states
+
+
+cdef inline bint _answers_alike(object state, object calm):
+    """Whether a service answers its callers as when calm: the same failures and latency, all a caller
+    reads of it."""
+    return (
+        state.call_failure == calm.call_failure
+        and state.p50_ms == calm.p50_ms
+        and state.p99_ms == calm.p99_ms
+        and state.mode == calm.mode
+    )
+
+
+cdef bint _answered_as_when_calm(tuple edges, dict states, object quiet):
+    """Whether a service's dependencies all answer its calls as when calm."""
+    cdef PreparedEdge edge
+    for edge in edges:
+        state, calm = states[edge.dep], quiet[edge.dep]
+        if state is not calm and not _answers_alike(state, calm):
+            return False
+    return True
+
+
+cdef object _service_state(
+    Prepared constants,
     object step,
     double requests,
     double w1,
@@ -112,7 +180,6 @@ def service_state(
     dict states,
 ):
     """One service's state in the minute, its dependencies' states known (`states`)."""
-    cdef Prepared constants = loop_constants[8]
     cdef double capacity_rps = constants.capacity_rps, base_queueing = constants.base_queueing
     cdef double calm_queueing = constants.calm_queueing, memory_noise = constants.memory_noise
     cdef bint of_record = constants.of_record

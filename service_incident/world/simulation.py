@@ -194,6 +194,26 @@ def simulate(
         touched = live.keys() | restarting | scaled.keys() | shed.keys()
     elif quiet is not None:
         touched = live.keys() | side.keys() | restarting | scaled.keys() | shed.keys()
+    states = minute_states(rows, minute, rps, only, quiet, touched, calm, healthy_p99)
+    if quiet is None and only is None and plan.calm and _nothing_wrong(minute):
+        plan.calm_by_step[minute.step] = states
+    return states
+
+
+def _minute_states(
+    rows: list[tuple[LoopConstants, float, float]],
+    minute: Minute,
+    rps: Mapping[str, float],
+    only: AbstractSet[str] | None,
+    quiet: Mapping[str, ServiceState] | None,
+    touched: AbstractSet[str],
+    calm: bool,
+    healthy_p99: Mapping[str, float],
+) -> dict[str, ServiceState]:
+    """`simulate`'s loop: the state of each service (of those in `only`, if given) at request rates `rps`,
+    dependencies first; one that is not `touched`, at its `quiet` state's rate, its dependencies answering
+    as there, in its `quiet` state."""
+    live, side, restarting, scaled = minute.live, minute.side, minute.restarting, minute.scaled
     states: dict[str, ServiceState] = {}
     # Whether some service simulated so far answers its callers otherwise than when calm: until one
     # does, every dependency answers as when calm.
@@ -211,7 +231,7 @@ def simulate(
         ):
             states[name] = calm_state
             continue
-        state = states[name] = service_state(
+        state = states[name] = _service_state(
             constants,
             minute.step,
             requests,
@@ -227,8 +247,6 @@ def simulate(
         )
         if quiet is not None and not answers_differ:
             answers_differ = not _answers_alike(state, quiet[name])
-    if quiet is None and only is None and plan.calm and _nothing_wrong(minute):
-        plan.calm_by_step[minute.step] = states
     return states
 
 
@@ -381,37 +399,33 @@ def _service_state(  # noqa: C901
     )
 
 
-# One service's state in a minute, as `_service_state` computes it.
-ServiceStateOf = Callable[
+# Every service's state in a minute, as `_minute_states` computes it.
+MinuteStatesOf = Callable[
     [
-        "LoopConstants",
-        int,
-        float,
-        float,
-        float,
-        Sequence[tuple[FaultType, float]],
-        float | None,
-        SideEffect | None,
-        bool,
+        list[tuple["LoopConstants", float, float]],
+        Minute,
+        Mapping[str, float],
+        AbstractSet[str] | None,
+        Mapping[str, ServiceState] | None,
+        AbstractSet[str],
         bool,
         Mapping[str, float],
-        dict[str, ServiceState],
     ],
-    ServiceState,
+    dict[str, ServiceState],
 ]
 
 
-def compiled_kernel() -> ServiceStateOf | None:
-    """`_service_state` compiled (`_minute.pyx`, setup.py), if this install has it."""
+def compiled_kernel() -> MinuteStatesOf | None:
+    """`_minute_states` compiled (`_minute.pyx`, setup.py), if this install has it."""
     minute = _compiled_minute()
-    return None if minute is None else minute.service_state
+    return None if minute is None else minute.minute_states
 
 
 def _compiled_minute() -> ModuleType | None:
     """The compiled minute's module, told the state Struct and the model's constants, if built."""
     try:
         from . import _minute
-    except ImportError:  # an install without a C compiler: `_service_state` computes
+    except ImportError:  # an install without a C compiler: `_minute_states` computes
         return None
     _minute.configure(
         ServiceState,
@@ -543,4 +557,4 @@ def _answered_as_when_calm(
 
 
 _MINUTE = _compiled_minute()
-service_state: ServiceStateOf = _service_state if _MINUTE is None else _MINUTE.service_state
+minute_states: MinuteStatesOf = _minute_states if _MINUTE is None else _MINUTE.minute_states
