@@ -6,7 +6,7 @@ from typing import Any
 def configure(state: type, constants: Mapping[str, float]) -> None: ...
 def prepare(constants: tuple[Any, ...]) -> object: ...
 def minute_states(
-    rows: list[tuple[Any, float, float]],
+    rows: tuple[tuple[Any, float, float], ...],
     minute: Any,
     rps: Mapping[str, float],
     only: AbstractSet[str] | None,

@@ -9,6 +9,7 @@ is C's pow as Python's float power is for the non-negative bases here (cpow), an
 multiply-adds.
 """
 
+cimport cython
 from libc.math cimport erfc, exp, log
 
 cdef double MAX_UTILISATION, P1_ERROR_RATE, RESTART_DISRUPTION, BREAKER_OPEN
@@ -51,6 +52,9 @@ cdef inline double exceed(double p50, double p99, double deadline):
     return 0.5 * erfc(log(deadline / p50) / (sigma(p50, p99) * SQRT2))
 
 
+# Neither holds anything that could lead back to it: the garbage collector need not track them, nor
+# the plan's tuples that hold them (a plan keeps a row per service per step simulated).
+@cython.no_gc
 cdef class Prepared:
     """A service's loop constants (`plan.LoopConstants`) as C values: read from their Structs once per
     plan (`prepare`), not in every minute, where most of the kernel's time went to reading them."""
@@ -64,6 +68,7 @@ cdef class Prepared:
     cdef double batch_at, batch_minutes, batch_cpu, batch_memory, traffic_memory, healthy_rps
 
 
+@cython.no_gc
 cdef class PreparedEdge:
     """One edge of a caller's (`plan.Edge`, with its loop constants) as C values."""
 
@@ -99,7 +104,7 @@ def prepare(tuple constants):
 
 
 def minute_states(
-    list rows, object minute, object rps, object only, object quiet, object touched, bint calm, object healthy_p99
+    tuple rows, object minute, object rps, object only, object quiet, object touched, bint calm, object healthy_p99
 ):
     """`simulation._minute_states`: the state of each service (of those in `only`, if given) at request
     rates `rps`, dependencies first; one that is not `touched`, at its `quiet` state's rate, its

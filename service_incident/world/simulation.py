@@ -201,7 +201,7 @@ def simulate(
 
 
 def _minute_states(
-    rows: list[tuple[LoopConstants, float, float]],
+    rows: tuple[tuple[LoopConstants, float, float], ...],
     minute: Minute,
     rps: Mapping[str, float],
     only: AbstractSet[str] | None,
@@ -263,7 +263,7 @@ def _known_calm(plan: Plan, step: int) -> Mapping[str, ServiceState] | None:
 
 # Per step, each service's loop constants with its two noise draws of the minute, and every service's
 # request rate with nothing wrong anywhere: the same for every world of the plan at that step.
-StepConstants = tuple[list[tuple["LoopConstants", float, float]], Mapping[str, float]]
+StepConstants = tuple[tuple[tuple["LoopConstants", float, float], ...], Mapping[str, float]]
 
 
 def _step_constants(plan: Plan, step: int) -> StepConstants:
@@ -271,7 +271,7 @@ def _step_constants(plan: Plan, step: int) -> StepConstants:
     if found is None:
         wobble = mix_lanes(plan.noise, 2 * len(plan.loop), wobble_minute(step))
         rps = _at_traffic(plan.healthy_rps, plan.traffic(step))
-        found = plan.step_constants[step] = (list(zip(plan.loop, wobble[::2], wobble[1::2], strict=True)), rps)
+        found = plan.step_constants[step] = (tuple(zip(plan.loop, wobble[::2], wobble[1::2], strict=True)), rps)
     return found
 
 
@@ -402,7 +402,7 @@ def _service_state(  # noqa: C901
 # Every service's state in a minute, as `_minute_states` computes it.
 MinuteStatesOf = Callable[
     [
-        list[tuple["LoopConstants", float, float]],
+        tuple[tuple["LoopConstants", float, float], ...],
         Minute,
         Mapping[str, float],
         AbstractSet[str] | None,
