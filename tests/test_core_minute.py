@@ -27,7 +27,7 @@ def test_the_compiled_minute_computes_the_states_the_python_one_computes(monkeyp
         compiled = KERNEL(*args)
         # Encoded, not compared: a float where Python kept an int would compare equal and print otherwise.
         assert msgspec.json.encode(compiled) == msgspec.json.encode(reference)
-        _, minute, _, only, quiet, _, _, _ = args
+        _, _, _, minute, _, only, quiet, _, _, _ = args
         # The services each left in their quiet state rather than simulated are the same ones.
         kept = {name for name, state in reference.items() if quiet is not None and state is quiet[name]}
         assert kept == {name for name, state in compiled.items() if quiet is not None and state is quiet[name]}

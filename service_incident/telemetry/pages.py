@@ -120,15 +120,16 @@ def alerts(state: TelemetryState, step: int) -> list[Alert]:
 
 
 def _watch(state: TelemetryState) -> tuple[tuple[str, tuple[Watched, ...]], ...]:
-    """Per service, the rules that watch it: every minute of the history reads them all. Not built for
-    an episode whose pages another episode rendered already."""
-    if state.watch is None:
-        state.watch = tuple(
+    """Per service, the rules that watch it: every minute of the history reads them all. Built once per
+    incident, and not for one whose pages an episode rendered already."""
+    shared = state.shared
+    if shared.watch is None:
+        shared.watch = tuple(
             (spec.name, tuple(((spec.name, rule.signal), rule.value, rule.threshold) for rule in watching))
             for spec in state.world.incident.services
             for watching in (_WATCHING[spec.user_facing],)
         )
-    return state.watch
+    return shared.watch
 
 
 def readings(state: TelemetryState, step: int) -> Readings:

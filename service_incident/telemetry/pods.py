@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
+
+import msgspec
+from msgspec.structs import force_setattr
 
 from ..faults import FAULTS, FaultType
 from ..world import HISTORY_MINUTES, World, fault_lead, spread, unit
@@ -26,8 +28,9 @@ Crash = tuple[FaultType, int, Callable[[int], float], int]
 PodsKey = tuple[str, int, int] | tuple[str]
 
 
-@dataclass(frozen=True, slots=True)
-class Pod:
+# A Struct, not tracked by the garbage collector: an incident keeps its pods for every episode of it,
+# and a pod holds nothing that could lead back to it.
+class Pod(msgspec.Struct, frozen=True, gc=False):
     name: str
     pid: int
     ip: str
@@ -37,13 +40,14 @@ class Pod:
     status: str
     last_termination: str | None
     canary: bool = False  # a pod of the canary deployment, running the release under test
-    # When it was created (epoch ms) and its current container started (epoch s): every line it writes asks.
-    created_ms: int = field(init=False, repr=False, compare=False)
-    started_s: int = field(init=False, repr=False, compare=False)
+    # When it was created (epoch ms) and its current container started (epoch s): every line it writes
+    # asks. Worked out from `created` and `started`, whatever is passed.
+    created_ms: int = 0
+    started_s: int = 0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "created_ms", epoch_ms(self.created))
-        object.__setattr__(self, "started_s", int(self.started.timestamp()))
+        force_setattr(self, "created_ms", epoch_ms(self.created))
+        force_setattr(self, "started_s", int(self.started.timestamp()))
 
 
 def pods(state: TelemetryState, service: str, step: int) -> list[Pod]:

@@ -43,6 +43,8 @@ class Shared:
     evidence: dict[tuple[str, int], list[LogGroup]] = field(default_factory=dict)
     side_work: dict[tuple[str, int], list[LogGroup]] = field(default_factory=dict)
     contexts: dict[tuple[str, int], dict[str, str]] = field(default_factory=dict)
+    # Per service, the alert rules that watch it (pages._watch): built once the pages are first rendered.
+    watch: tuple[tuple[str, tuple[Watched, ...]], ...] | None = None
 
 
 # Every incident's `Shared`, by its encoding: as many incidents as the world keeps states of, the
@@ -79,7 +81,6 @@ class TelemetryState:
     rendered: dict[tuple[str, str, int, bool, float, float], Alert] = field(default_factory=dict)
     seen: dict[tuple[View, str, Scope], tuple[object, Look]] = field(default_factory=dict)
     # Built on first use: an episode whose pages another episode rendered never needs them.
-    watch: tuple[tuple[str, tuple[Watched, ...]], ...] | None = None
     stale_alerts: list[Alert] | None = None
 
     def follow(self) -> None:

@@ -6,7 +6,9 @@ from typing import Any
 def configure(state: type, constants: Mapping[str, float]) -> None: ...
 def prepare(constants: tuple[Any, ...]) -> object: ...
 def minute_states(
-    rows: tuple[tuple[Any, float, float], ...],
+    loop: tuple[Any, ...],
+    w1s: tuple[float, ...],
+    w2s: tuple[float, ...],
     minute: Any,
     rps: Mapping[str, float],
     only: AbstractSet[str] | None,

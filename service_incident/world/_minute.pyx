@@ -104,7 +104,16 @@ def prepare(tuple constants):
 
 
 def minute_states(
-    tuple rows, object minute, object rps, object only, object quiet, object touched, bint calm, object healthy_p99
+    tuple loop,
+    tuple w1s,
+    tuple w2s,
+    object minute,
+    object rps,
+    object only,
+    object quiet,
+    object touched,
+    bint calm,
+    object healthy_p99,
 ):
     """`simulation._minute_states`: the state of each service (of those in `only`, if given) at request
     rates `rps`, dependencies first; one that is not `touched`, at its `quiet` state's rate, its
@@ -113,12 +122,12 @@ def minute_states(
     # Whether some service simulated so far answers its callers otherwise than when calm: until one
     # does, every dependency answers as when calm.
     cdef bint answers_differ = False
-    cdef tuple row
     cdef Prepared prepared
+    cdef Py_ssize_t index
     step = minute.step
     live, side, restarting, scaled = minute.live, minute.side, minute.restarting, minute.scaled
-    for row in rows:
-        prepared = (<tuple>row[0])[8]
+    for index in range(len(loop)):
+        prepared = (<tuple>loop[index])[8]
         name = prepared.name
         if only is not None and name not in only:
             continue
@@ -134,8 +143,8 @@ def minute_states(
             prepared,
             step,
             requests,
-            row[1],
-            row[2],
+            w1s[index],
+            w2s[index],
             live.get(name, ()) if live else (),
             scaled.get(name) if scaled else None,
             side.get(name) if side else None,

@@ -174,13 +174,13 @@ def simulate(
     # constants come precomputed from the plan, and the arithmetic is the model's, in its order.
     load, shed, fanout = minute.load, minute.shed, minute.fanout
     healthy_p99 = plan.healthy_p99
-    rows, calm_rps = _step_constants(plan, minute.step)
+    constants = _step_constants(plan, minute.step)
     traffic = plan.traffic(minute.step)
     rps: Mapping[str, float]
     if load or shed or fanout:
         rps = _at_traffic(flow(plan.nodes, load, shed, plan.healthy_rps, fanout), traffic)
     else:
-        rps = calm_rps
+        rps = constants.calm_rps
     calm = not load and not shed and not fanout and traffic == 1.0
     live, side, restarting, scaled = minute.live, minute.side, minute.restarting, minute.scaled
     # A service nothing touches (no fault or side work of its own, its calm traffic, every dependency
@@ -194,14 +194,16 @@ def simulate(
         touched = live.keys() | restarting | scaled.keys() | shed.keys()
     elif quiet is not None:
         touched = live.keys() | side.keys() | restarting | scaled.keys() | shed.keys()
-    states = minute_states(rows, minute, rps, only, quiet, touched, calm, healthy_p99)
+    states = minute_states(plan.loop, constants.w1, constants.w2, minute, rps, only, quiet, touched, calm, healthy_p99)
     if quiet is None and only is None and plan.calm and _nothing_wrong(minute):
         plan.calm_by_step[minute.step] = states
     return states
 
 
 def _minute_states(
-    rows: tuple[tuple[LoopConstants, float, float], ...],
+    loop: tuple[LoopConstants, ...],
+    w1s: tuple[float, ...],
+    w2s: tuple[float, ...],
     minute: Minute,
     rps: Mapping[str, float],
     only: AbstractSet[str] | None,
@@ -218,7 +220,7 @@ def _minute_states(
     # Whether some service simulated so far answers its callers otherwise than when calm: until one
     # does, every dependency answers as when calm.
     answers_differ = False
-    for constants, w1, w2 in rows:
+    for constants, w1, w2 in zip(loop, w1s, w2s, strict=True):
         name = constants[0].name
         if only is not None and name not in only:
             continue
@@ -261,9 +263,17 @@ def _known_calm(plan: Plan, step: int) -> Mapping[str, ServiceState] | None:
     return (plan.calm if step == 0 else plan.calm_by_step.get(step)) or None
 
 
-# Per step, each service's loop constants with its two noise draws of the minute, and every service's
-# request rate with nothing wrong anywhere: the same for every world of the plan at that step.
-StepConstants = tuple[tuple[tuple["LoopConstants", float, float], ...], Mapping[str, float]]
+class StepConstants(msgspec.Struct, frozen=True, gc=False):
+    """What a step's simulation takes from the plan, the same for every world of it at that step. Not
+    tracked by the garbage collector: a plan keeps one per step it simulated, and holds nothing that
+    could lead back to it."""
+
+    # Each service's two noise draws of the minute, in the plan's loop order: floats alone, which the
+    # collector stops tracking, where rows holding the loop constants would stay tracked.
+    w1: tuple[float, ...]
+    w2: tuple[float, ...]
+    # Every service's request rate with nothing wrong anywhere.
+    calm_rps: Mapping[str, float]
 
 
 def _step_constants(plan: Plan, step: int) -> StepConstants:
@@ -271,7 +281,7 @@ def _step_constants(plan: Plan, step: int) -> StepConstants:
     if found is None:
         wobble = mix_lanes(plan.noise, 2 * len(plan.loop), wobble_minute(step))
         rps = _at_traffic(plan.healthy_rps, plan.traffic(step))
-        found = plan.step_constants[step] = (tuple(zip(plan.loop, wobble[::2], wobble[1::2], strict=True)), rps)
+        found = plan.step_constants[step] = StepConstants(tuple(wobble[::2]), tuple(wobble[1::2]), rps)
     return found
 
 
@@ -402,7 +412,9 @@ def _service_state(  # noqa: C901
 # Every service's state in a minute, as `_minute_states` computes it.
 MinuteStatesOf = Callable[
     [
-        tuple[tuple["LoopConstants", float, float], ...],
+        tuple["LoopConstants", ...],
+        tuple[float, ...],
+        tuple[float, ...],
         Minute,
         Mapping[str, float],
         AbstractSet[str] | None,
