@@ -213,19 +213,21 @@ def dependency_order(depends_on: Mapping[str, Sequence[str]]) -> list[str]:
     """
     order: list[str] = []
     state: dict[str, int] = {}
-
-    def visit(name: str) -> None:
-        mark = state.get(name, 0)
-        if mark == 2:
-            return
-        if mark == 1:
-            raise ValueError(f"dependency cycle through {name!r}")
-        state[name] = 1
-        for dep in depends_on[name]:
-            visit(dep)
-        state[name] = 2
-        order.append(name)
-
     for name in depends_on:
-        visit(name)
+        _visit(name, depends_on, state, order)
     return order
+
+
+def _visit(name: str, depends_on: Mapping[str, Sequence[str]], state: dict[str, int], order: list[str]) -> None:
+    """A depth-first visit of `dependency_order`'s: a function of the module, as a closure calling itself
+    would be a reference cycle, left to the garbage collector on every plan built."""
+    mark = state.get(name, 0)
+    if mark == 2:
+        return
+    if mark == 1:
+        raise ValueError(f"dependency cycle through {name!r}")
+    state[name] = 1
+    for dep in depends_on[name]:
+        _visit(dep, depends_on, state, order)
+    state[name] = 2
+    order.append(name)
