@@ -2,7 +2,7 @@
 
 Each kernel is a `.pyx` beside the Python it stands for, which draws and computes the same, operation
 for operation: `telemetry/_spans.pyx` a trace sample's span draws (`traces.draw_in_python`),
-`world/_minute.pyx` a service's state in a simulated minute (`simulation._service_state`).
+`world/_minute.pyx` every service's state in a simulated minute (`simulation._minute_states`).
 tests/test_core_spans.py and tests/test_core_minute.py hold each to its Python. The extensions are
 optional: where no C compiler is at hand the package installs without them, and the Python computes
 the same, only slower.

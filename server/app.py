@@ -34,7 +34,7 @@ from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
 from service_incident.wire import encode, is_loopback
 
-from . import apidocs
+from . import apidocs, collector
 from .episode_log import open_log
 from .errors import EXCEPTION_HANDLERS, JSON
 from .generation import Generation
@@ -222,7 +222,9 @@ def main(argv: list[str] | None = None) -> None:
         del options["host"], options["port"]
         sockets = [socket.socket(fileno=args.fd)]
     del options["workers"]  # one process, which uvicorn.Server is
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), **options))
+    app = create_app(settings)
+    collector.settle()
+    server = uvicorn.Server(uvicorn.Config(app, **options))
     if args.exit_with_stdin:
         threading.Thread(target=_stop_at_eof, args=(server,), name="exit-with-stdin", daemon=True).start()
     server.run(sockets=sockets)
@@ -240,10 +242,17 @@ def _serve_workers(settings: Settings, overrides: dict[str, object], exit_with_s
     if exit_with_stdin:
         threading.Thread(target=_signal_at_eof, name="exit-with-stdin", daemon=True).start()
     try:
-        uvicorn.run("service_incident.server.app:create_app", factory=True, **settings.uvicorn_options())
+        uvicorn.run("service_incident.server.app:worker_app", factory=True, **settings.uvicorn_options())
     finally:
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def worker_app() -> Starlette:
+    """The app of one of `--workers`' processes, built from the environment, its collector settled."""
+    app = create_app()
+    collector.settle()
+    return app
 
 
 def _signal_at_eof() -> None:

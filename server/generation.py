@@ -29,6 +29,8 @@ from service_incident.incidents import Incident
 from service_incident.models import ResetRequest
 from service_incident.tasks import DEFAULT_TASK, Task, draws_incident, find_task, keep_drawn, resolve_incident
 
+from . import collector
+
 
 class Reset(NamedTuple):
     """A reset ready to begin: its request, and the seed drawn for it if it names none."""
@@ -111,6 +113,7 @@ def _start(holdout_key: str | None) -> None:
     global _key
     _key = HoldoutKey(holdout_key) if holdout_key is not None else None
     threading.Thread(target=_exit_with_parent, name="exit-with-server", daemon=True).start()
+    collector.settle()
 
 
 def _exit_with_parent() -> None:
