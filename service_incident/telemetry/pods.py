@@ -9,7 +9,6 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import msgspec
-from msgspec.structs import force_setattr
 
 from ..faults import FAULTS, FaultType
 from ..world import HISTORY_MINUTES, World, fault_lead, spread, unit
@@ -39,15 +38,10 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     restarts: int
     status: str
     last_termination: str | None
+    # `created` in epoch ms and `started` in epoch s (`_new_pods` works them out): every line it writes asks.
+    created_ms: int
+    started_s: int
     canary: bool = False  # a pod of the canary deployment, running the release under test
-    # When it was created (epoch ms) and its current container started (epoch s): every line it writes
-    # asks. Worked out from `created` and `started`, whatever is passed.
-    created_ms: int = 0
-    started_s: int = 0
-
-    def __post_init__(self) -> None:
-        force_setattr(self, "created_ms", epoch_ms(self.created))
-        force_setattr(self, "started_s", int(self.started.timestamp()))
 
 
 def pods(state: TelemetryState, service: str, step: int) -> list[Pod]:
@@ -138,7 +132,8 @@ def _new_pods(state: TelemetryState, service: str, step: int) -> list[Pod]:
                 restarts, termination, status, started = crashed[0], crashed[1], crashed[2] or status, crashed[3]
         pid = 100 + int(draw.unit(f"{generation}:{index}:{restarts}:pid") * 9800)
         ip = f"10.{subnet}.{index}.{10 + int(unit(iid, name) * 200)}"
-        found.append(Pod(name, pid, ip, created, started, restarts, status, termination, canary))
+        created_ms, started_s = epoch_ms(created), int(started.timestamp())
+        found.append(Pod(name, pid, ip, created, started, restarts, status, termination, created_ms, started_s, canary))
     return found
 
 
