@@ -13,7 +13,7 @@ import msgspec
 from ..models import ERRORS_ONLY_FLOOR, EndpointMetrics, MetricPoint, Metrics
 from ..world import HISTORY_MINUTES, ServiceState, World
 from ..world.draws import WOBBLE_CHANNEL, WOBBLE_KEY, Draws, mix_lanes, pack, wobble_minute
-from .clock import clock_text
+from .clock import minute as minute_of  # "minute" names a step throughout this module
 from .endpoints import fails_writes, on_path, own_error, request_templates, route
 from .jobs import failing_jobs, jobs_of
 from .templates import rng_for
@@ -180,11 +180,11 @@ def points(state: TelemetryState, wanted: list[tuple[str, int]]) -> list[MetricP
         noise = iter(mix_lanes(pack(lanes), len(lanes), 0))
         states_at, minutes = state.world.states_at, state.shared.minutes
         for want, p99, error_rate, rps, cpu, memory in zip(missing, noise, noise, noise, noise, noise, strict=False):
-            service, minute = want
-            at = minutes.get(minute)
+            service, step = want
+            at = minutes.get(step)
             if at is None:
-                at = minutes[minute] = clock_text(state.world, minute)[11:16]
-            kept[want] = _point(states_at(minute)[service], at, p99, error_rate, rps, cpu, memory)
+                at = minutes[step] = minute_of(state.world, step)
+            kept[want] = _point(states_at(step)[service], at, p99, error_rate, rps, cpu, memory)
     return [kept[want] for want in wanted]
 
 

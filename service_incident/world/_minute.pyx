@@ -53,7 +53,7 @@ cdef inline double exceed(double p50, double p99, double deadline):
 
 
 # Neither holds anything that could lead back to it: the garbage collector need not track them, nor
-# the plan's tuples that hold them (a plan keeps a row per service per step simulated).
+# then the plan's loop constants that hold them.
 @cython.no_gc
 cdef class Prepared:
     """A service's loop constants (`plan.LoopConstants`) as C values: read from their Structs once per
@@ -78,7 +78,7 @@ cdef class PreparedEdge:
 
 
 def prepare(tuple constants):
-    """A service's loop constants as `service_state` reads them: the last of `plan.LoopConstants`."""
+    """A service's loop constants as `_service_state` reads them: the last of `plan.LoopConstants`."""
     node, capacity_rps, base_queueing, calm_queueing, memory_noise, of_record, edges, rhythm = constants
     cdef Prepared found = Prepared.__new__(Prepared)
     cdef PreparedEdge prepared
