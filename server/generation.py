@@ -7,6 +7,11 @@ where the environment finds it (`tasks.keep_drawn`): the reset that follows gene
 every other session's frames are answered meanwhile. The world is deterministic, so the incident is
 the one the environment would have generated itself; where the pool cannot give it (a task that is
 not generated, a seed out of range, a pool that broke), the environment generates it as before.
+
+The pool's processes run at a lower priority than the server's (`NICENESS`). Sessions that started
+together end together, so resets come in bursts that keep the pool busy for a second or more; at the
+server's own priority it would take cores from the processes answering steps, whose replies are what
+a session waits on between its moves, while a reset's reply waits on the pool anyway.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ from service_incident.models import ResetRequest
 from service_incident.tasks import DEFAULT_TASK, Task, draws_incident, find_task, keep_drawn, resolve_incident
 
 from . import collector
+
+# How much lower than the server's a generation process's priority is (nice(2)'s scale, 0-19).
+NICENESS = 10
 
 
 class Reset(NamedTuple):
@@ -114,6 +122,7 @@ def _start(holdout_key: str | None) -> None:
     _key = HoldoutKey(holdout_key) if holdout_key is not None else None
     threading.Thread(target=_exit_with_parent, name="exit-with-server", daemon=True).start()
     collector.settle()
+    os.nice(NICENESS)
 
 
 def _exit_with_parent() -> None:
