@@ -399,7 +399,9 @@ def _clear_severity(incident: Incident, faultless: World) -> Severity | None:
     and the user-facing impact is clear of the rubric's edges; else None. Untouched, the world only
     changes when a fault worsens, so checking those steps covers every step. `faultless` is the
     incident's world without faults."""
-    world = World(incident, faultless=faultless)
+    # Not in the store episodes share: most candidates are dropped, and keeping each one's states there
+    # would cost an encode of it for its key and push out incidents that are played.
+    world = World(incident, faultless=faultless, shared=False)
     if not traceable(incident, world.states_at(0)):
         return None
     at_risk = world.data_at_risk(0)

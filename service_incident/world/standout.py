@@ -92,7 +92,7 @@ def margins(incident: Incident, everyday: Everyday | None = None) -> dict[str, d
     roots = tuple(sorted({f.service for f in incident.faults}))
     everyday = everyday or Everyday(incident)
     worst = everyday.worst(roots)
-    sick = World(incident, faultless=everyday.world)
+    sick = World(incident, faultless=everyday.world, shared=False)
     # Only the roots' excursions are read here: their callers' states are not simulated for them.
     reach = sick.plan.reach(set(roots))
     history = [sick.states_of(minute, reach) for minute in _calm_history(sick)]
