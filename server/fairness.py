@@ -17,7 +17,6 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 
-import anyio.lowlevel
 from starlette.types import Scope
 
 BACKLOG_EXTENSION = "service_incident.backlog"
@@ -36,7 +35,9 @@ class FairTurns:
     async def after_frame(self, queued: int) -> None:
         """Yield after answering a frame: a plain yield, or, with `queued` frames still waiting, a turn."""
         if not queued:
-            await anyio.lowlevel.checkpoint()
+            # asyncio's own yield: the loop is asyncio's (turns are its futures), and anyio's checkpoint
+            # would look the backend up first, on every frame.
+            await asyncio.sleep(0)
             return
         loop = asyncio.get_running_loop()
         turn: asyncio.Future[None] = loop.create_future()

@@ -236,7 +236,10 @@ def describe(action_type: type[_ActionBase]) -> str:
     return (action_type.__doc__ or "").strip().splitlines()[0]
 
 
-class MetricPoint(Struct, frozen=True):
+# The views' parts below (points, breakdown rows, metrics, cards, alerts, history rows) are not tracked
+# by the garbage collector: they hold strings, numbers and lists of each other, so no cycle runs through
+# them, and a server holds hundreds of them per session while a client decodes them on every step.
+class MetricPoint(Struct, frozen=True, gc=False):
     """One minute of a service's golden signals."""
 
     at: str  # HH:MM, UTC
@@ -247,7 +250,7 @@ class MetricPoint(Struct, frozen=True):
     memory_pct: float
 
 
-class EndpointMetrics(Struct, frozen=True):
+class EndpointMetrics(Struct, frozen=True, gc=False):
     """One row of a service's per-endpoint breakdown now: a request endpoint in route form, or a
     background job no request waits on (its runs per second, the share that fail, their p99)."""
 
@@ -258,7 +261,7 @@ class EndpointMetrics(Struct, frozen=True):
     p99_ms: float
 
 
-class Metrics(Struct, frozen=True):
+class Metrics(Struct, frozen=True, gc=False):
     """Golden signals of one service now (its requests'; its background jobs are rows of their own in
     the breakdown), and minute by minute since before the page."""
 
@@ -277,7 +280,7 @@ class Metrics(Struct, frozen=True):
         return self.p99_ms
 
 
-class ServiceCard(Struct, frozen=True):
+class ServiceCard(Struct, frozen=True, gc=False):
     """What the on-call engineer knows about a service before looking at it: the architecture."""
 
     name: str
@@ -286,7 +289,7 @@ class ServiceCard(Struct, frozen=True):
     user_facing: bool
 
 
-class Alert(Struct, frozen=True, kw_only=True):
+class Alert(Struct, frozen=True, kw_only=True, gc=False):
     """A page as the pager shows it: a symptom on a service, never a diagnosis.
 
     An alert that fired earlier in the episode stays listed once it clears, as `resolved`, so the
@@ -303,7 +306,7 @@ class Alert(Struct, frozen=True, kw_only=True):
     since: str
 
 
-class ActionRecord(Struct, frozen=True, kw_only=True, omit_defaults=True):
+class ActionRecord(Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """One action taken, as the history lists it: what was done to what, never how it turned out."""
 
     step: int
