@@ -25,6 +25,10 @@ Crash = tuple[FaultType, int, Callable[[int], float], int]
 # Pods by (service, step, remedies applied so far): a step's pods change only with a remedy. A service
 # whose containers do not crash keeps its pods until a remedy touches it: by (service,).
 PodsKey = tuple[str, int, int] | tuple[str]
+# What a pod is while none of its containers has crashed follows from its service, index, generation
+# (rollouts so far), template, canary release (a canary's), last rollout, scale-up (one added by it) and
+# release: the same at every step these stand, in every episode of the incident (`Shared.steady_pods`).
+SteadyKey = tuple[str, int, int, str, str | None, int | None, int | None, str]
 
 
 # A Struct, not tracked by the garbage collector: an incident keeps its pods for every episode of it,
@@ -77,9 +81,9 @@ def _new_pods(state: TelemetryState, service: str, step: int) -> list[Pod]:
         e.step for e in world.history if e.service == service and e.remedy in ("restart", "rollback") and e.step <= step
     )
     generation = len(rollouts)
-    born = clock(world, rollouts[-1]) if rollouts else None
-    scale_ups = sum(1 for e in world.history if e.service == service and e.remedy == "scale_up" and e.step <= step)
-    replicas = node.replicas * 2**scale_ups
+    scale_ups = [e.step for e in world.history if e.service == service and e.remedy == "scale_up" and e.step <= step]
+    scaled_at = min(scale_ups, default=None)
+    replicas = node.replicas * 2 ** len(scale_ups)
     # A restart is a new pod template (its restartedAt annotation), so a new ReplicaSet and hash; a
     # rollback returns to the previous release's template.
     restarted = sum(1 for e in world.history if e.service == service and e.remedy == "restart" and e.step <= step)
@@ -104,37 +108,87 @@ def _new_pods(state: TelemetryState, service: str, step: int) -> list[Pod]:
     canaries = 0 if trial is None else 1
     # Every draw of a pod is keyed by the incident and the service first: hashed once (`Draws`).
     draw = Draws(iid, service)
-    subnet = int(draw.unit("net") * 250)
+    last_rollout = rollouts[-1] if rollouts else None
+    steady = state.shared.steady_pods
     for index in range(replicas + canaries):
         canary = index >= replicas
         scaled = node.replicas <= index < replicas
-        suffix = hex_digits(draw.unit(f"{generation}:{index}"))[:5]
-        name = f"{service}-{template}-{suffix}"
-        if canary:
-            name = f"{service}-canary-{hexkey(iid, service, 'rs', trial, 'canary')[:5]}9-{suffix}"
-        if born is not None:
-            # A rollout replaces the pods one at a time in the seconds before it completes.
-            started = born - timedelta(milliseconds=draw.spread(500, 20_000, f"{rollouts[-1]}:{index}"))
-        elif scaled:
-            scaled_at = min(e.step for e in world.history if e.service == service and e.remedy == "scale_up")
-            started = clock(world, scaled_at)
-        else:
-            started = now - timedelta(hours=draw.spread(20, 900, f"{index}:age"), minutes=step)
-            # A pod is never older than the release it runs: the rollout of that release replaced every pod.
-            shipped = released(state, service, trial if canary and trial else release)
-            started = max(started, shipped + timedelta(seconds=draw.spread(20, 240, f"{index}:roll")))
-        created = started
+        key = (
+            service,
+            index,
+            generation,
+            template,
+            trial if canary else None,
+            last_rollout,
+            scaled_at if scaled else None,
+            release,
+        )
+        pod = steady.get(key)
+        if pod is None:
+            pod = steady[key] = _steady_pod(state, draw, key)
         # Replicas added this minute are still starting (see SCALE_JOINING).
-        restarts, status, termination = 0, "ContainerCreating" if scaled and started == now else "Running", None
+        if scaled and pod.started == now:
+            pod = msgspec.structs.replace(pod, status="ContainerCreating")
         if crashing is not None:
-            crashed = _crashed(world, service, index, crashing, sick, created, step)
+            crashed = _crashed(world, service, index, crashing, sick, pod.created, step)
             if crashed is not None:
-                restarts, termination, status, started = crashed[0], crashed[1], crashed[2] or status, crashed[3]
-        pid = 100 + int(draw.unit(f"{generation}:{index}:{restarts}:pid") * 9800)
-        ip = f"10.{subnet}.{index}.{10 + int(unit(iid, name) * 200)}"
-        created_ms, started_s = epoch_ms(created), int(started.timestamp())
-        found.append(Pod(name, pid, ip, created, started, restarts, status, termination, created_ms, started_s, canary))
+                restarts, termination, status, started = crashed
+                pid = 100 + int(draw.unit(f"{generation}:{index}:{restarts}:pid") * 9800)
+                pod = Pod(
+                    pod.name,
+                    pid,
+                    pod.ip,
+                    pod.created,
+                    started,
+                    restarts,
+                    status or pod.status,
+                    termination,
+                    pod.created_ms,
+                    int(started.timestamp()),
+                    canary,
+                )
+        found.append(pod)
     return found
+
+
+def _steady_pod(state: TelemetryState, draw: Draws, key: SteadyKey) -> Pod:
+    """A pod as it runs while none of its containers has crashed: its name, address, age and first
+    container's PID. `draw` draws for the pod's incident and service."""
+    world, iid = state.world, state.world.incident.id
+    service, index, generation, template, trial, last_rollout, scaled_at, release = key
+    suffix = hex_digits(draw.unit(f"{generation}:{index}"))[:5]
+    name = f"{service}-{template}-{suffix}"
+    if trial is not None:
+        name = f"{service}-canary-{hexkey(iid, service, 'rs', trial, 'canary')[:5]}9-{suffix}"
+    if last_rollout is not None:
+        # A rollout replaces the pods one at a time in the seconds before it completes.
+        started = clock(world, last_rollout) - timedelta(
+            milliseconds=draw.spread(500, 20_000, f"{last_rollout}:{index}")
+        )
+    elif scaled_at is not None:
+        started = clock(world, scaled_at)
+    else:
+        # Up at the page for hours: the same moment whichever step asks.
+        started = clock(world, 0) - timedelta(hours=draw.spread(20, 900, f"{index}:age"))
+        # A pod is never older than the release it runs: the rollout of that release replaced every pod.
+        shipped = released(state, service, trial or release)
+        started = max(started, shipped + timedelta(seconds=draw.spread(20, 240, f"{index}:roll")))
+    pid = 100 + int(draw.unit(f"{generation}:{index}:0:pid") * 9800)
+    subnet = int(draw.unit("net") * 250)
+    ip = f"10.{subnet}.{index}.{10 + int(unit(iid, name) * 200)}"
+    return Pod(
+        name,
+        pid,
+        ip,
+        started,
+        started,
+        0,
+        "Running",
+        None,
+        epoch_ms(started),
+        int(started.timestamp()),
+        trial is not None,
+    )
 
 
 def _crashed(

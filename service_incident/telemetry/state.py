@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .look import Look, Scope, View
     from .metrics import BreakdownShape
     from .pages import AlertHistory, Readings, Watched
-    from .pods import Crash, Pod, PodsKey
+    from .pods import Crash, Pod, PodsKey, SteadyKey
 
 
 @dataclass(slots=True)
@@ -36,6 +36,7 @@ class Shared:
 
     pages: dict[int, list[Alert]] = field(default_factory=dict)  # by step, of steps no remedy reached
     pods: dict[PodsKey, list[Pod]] = field(default_factory=dict)  # of steps no remedy reached (pods.pods)
+    steady_pods: dict[SteadyKey, Pod] = field(default_factory=dict)  # pods before a crash (pods._steady_pod)
     releases: dict[tuple[str, str], datetime] = field(default_factory=dict)  # by service and release
     breakdowns: dict[str, BreakdownShape] = field(default_factory=dict)  # by service
     minutes: dict[int, str] = field(default_factory=dict)  # "HH:MM" of each minute a metric point is stamped with
