@@ -34,7 +34,7 @@ def environments(holdout_key: str | None) -> EnvFactory:
 class Session:
     """A live socket's environment and the scope that serves it."""
 
-    __slots__ = ("env", "episode", "idle", "key", "owner", "scope")
+    __slots__ = ("answering", "env", "episode", "idle", "key", "owner", "scope", "stopped")
 
     def __init__(self, env: ServiceIncidentEnvironment, key: str, owner: str = "") -> None:
         self.env = env
@@ -44,6 +44,16 @@ class Session:
         self.owner = owner
         self.scope = anyio.CancelScope()
         self.idle = False
+        # A frame is being answered: a stop then waits until its reply is sent (`stop`).
+        self.answering = False
+        self.stopped = False
+
+    def stop(self) -> None:
+        """End the session's conversation: at once while it waits for a frame, after its reply while it
+        answers one (a frame begun is finished and answered; the handler cancels its scope then)."""
+        self.stopped = True
+        if not self.answering:
+            self.scope.cancel()
 
 
 class SessionRegistry:
@@ -97,7 +107,7 @@ class SessionRegistry:
     def close_all(self) -> None:
         """Cancel every session (the server is shutting down); their handlers close and release them."""
         for session in list(self._sessions.values()):
-            session.scope.cancel()
+            session.stop()
 
     def reap(self) -> int:
         """Cancel sessions idle past the deadline (their handlers then close the socket and release);
@@ -108,4 +118,4 @@ class SessionRegistry:
 def _going_idle(session: Session) -> None:
     # Its handler closes the socket with 1001 and releases the environment.
     session.idle = True
-    session.scope.cancel()
+    session.stop()

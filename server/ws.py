@@ -78,7 +78,7 @@ class SessionEndpoint:
             # WebSocketDisconnect: the peer left while a reply was on its way; nobody to tell.
             with session.scope, contextlib.suppress(WebSocketDisconnect):
                 closing = await self._converse(websocket, session)
-            if session.scope.cancelled_caught:
+            if session.scope.cancelled_caught or session.stopped:
                 idle = f"session idle for more than {self.registry.idle_timeout_s:g} s"
                 closing = (CLOSE_GOING_AWAY, DRAINING if self.draining else idle)
             if closing is not None:
@@ -92,25 +92,31 @@ class SessionEndpoint:
         frames = wire.FrameEncoder()  # the socket's frames, each sent once: one encoder keeps their views
         while True:
             message = await websocket.receive()
-            if message["type"] == "websocket.disconnect":
+            if message["type"] == "websocket.disconnect" or session.stopped:
+                # Stopped as the frame came in, before it was begun: left unanswered, as one a moment later.
                 return None
             self.registry.touch(session)
             text = message.get("text")
             if text is None:
                 await websocket.send_text(wire.error_text(_BINARY))
                 return CLOSE_NORMAL, ""
-            # A frame begun is finished and answered, even while the server drains.
-            with anyio.CancelScope(shield=True):
-                try:
-                    reply = await self.answer(session, text, frames)
-                except ProtocolError as error:
-                    reply = wire.error_text(error)
-                    if error.fatal:
-                        await websocket.send_text(reply)
-                        return CLOSE_NORMAL, ""
-                if reply is None:
+            # A frame begun is finished and answered, even while the server drains: a session stopped
+            # meanwhile is cancelled once its reply is sent (`Session.stop`). A shielding cancel scope
+            # per frame would do the same at some microseconds a frame.
+            session.answering = True
+            try:
+                reply = await self.answer(session, text, frames)
+            except ProtocolError as error:
+                reply = wire.error_text(error)
+                if error.fatal:
+                    await websocket.send_text(reply)
                     return CLOSE_NORMAL, ""
-                await websocket.send_text(reply)
+            if reply is None:
+                return CLOSE_NORMAL, ""
+            await websocket.send_text(reply)
+            session.answering = False
+            if session.stopped:
+                session.scope.cancel()  # the next wait is cancelled: the handler closes the socket
             await self.turns.after_frame(queued() if queued else 0)
 
     async def answer(  # noqa: C901 (one case per frame type)

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from serving import ManualClock
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
@@ -251,6 +252,34 @@ async def test_an_active_session_is_not_reaped(make_server: Any) -> None:
         for _ in range(12):  # 1.2 s in all, far past the idle deadline, never 0.2 s without a frame
             clock.advance(0.1)
             assert (await ask(ws, {"type": "state"}))["type"] == "state"
+
+
+async def test_a_session_reaped_while_it_answers_a_frame_sends_its_reply_before_closing(make_server: Any) -> None:
+    clock = ManualClock()
+    holding = asyncio.Event()
+
+    def wrap(app: ASGIApp) -> ASGIApp:
+        async def held(scope: Scope, receive: Receive, send: Send) -> None:
+            async def send_late(message: Message) -> None:
+                if message["type"] == "websocket.send" and holding.is_set():
+                    # The reply is on its way when the session goes idle past its deadline: the reaper
+                    # (every 50 ms here) stops it meanwhile.
+                    clock.advance(0.3)
+                    await asyncio.sleep(0.3)
+                await send(message)
+
+            await app(scope, receive, send_late)
+
+        return held
+
+    url = make_server(clock=clock, session_idle_timeout_s=0.2, wrap=wrap)
+    ws = await open_ws(url)
+    await ask(ws, {"type": "reset", "data": EPISODE})
+    holding.set()
+    reply = await ask(ws, {"type": "step", "data": {"action": "inspect_logs", "target": "api"}})
+    assert reply["type"] == "observation" and reply["data"]["observation"]["step_count"] == 1
+    assert await closed_with(ws) == 1001
+    assert "idle" in ws.close_reason
 
 
 def test_a_peer_that_stops_answering_pings_is_dropped(make_server: Any) -> None:
