@@ -42,7 +42,7 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     restarts: int
     status: str
     last_termination: str | None
-    # `created` in epoch ms and `started` in epoch s (`_new_pods` works them out): every line it writes asks.
+    # `created` in epoch ms and `started` in epoch s, worked out where a pod is made: every line it writes asks.
     created_ms: int
     started_s: int
     canary: bool = False  # a pod of the canary deployment, running the release under test
