@@ -78,7 +78,7 @@ class SessionEndpoint:
             # WebSocketDisconnect: the peer left while a reply was on its way; nobody to tell.
             with session.scope, contextlib.suppress(WebSocketDisconnect):
                 closing = await self._converse(websocket, session)
-            if session.scope.cancelled_caught or session.stopped:
+            if session.stopped:  # its scope is cancelled only once it is stopped (`Session.stop`)
                 idle = f"session idle for more than {self.registry.idle_timeout_s:g} s"
                 closing = (CLOSE_GOING_AWAY, DRAINING if self.draining else idle)
             if closing is not None:

@@ -133,19 +133,14 @@ def _new_pods(state: TelemetryState, service: str, step: int) -> list[Pod]:
             crashed = _crashed(world, service, index, crashing, sick, pod.created, step)
             if crashed is not None:
                 restarts, termination, status, started = crashed
-                pid = 100 + int(draw.unit(f"{generation}:{index}:{restarts}:pid") * 9800)
-                pod = Pod(
-                    pod.name,
-                    pid,
-                    pod.ip,
-                    pod.created,
-                    started,
-                    restarts,
-                    status or pod.status,
-                    termination,
-                    pod.created_ms,
-                    int(started.timestamp()),
-                    canary,
+                pod = msgspec.structs.replace(
+                    pod,
+                    pid=100 + int(draw.unit(f"{generation}:{index}:{restarts}:pid") * 9800),
+                    started=started,
+                    restarts=restarts,
+                    status=status or pod.status,
+                    last_termination=termination,
+                    started_s=int(started.timestamp()),
                 )
         found.append(pod)
     return found
