@@ -12,8 +12,9 @@ from msgspec import structs
 
 from service_incident.generator import PRESETS, generate
 from service_incident.herrings import HERRINGS
+from service_incident.incidents import Incident
 from service_incident.telemetry import Telemetry
-from service_incident.world import HISTORY_MINUTES, World
+from service_incident.world import HISTORY_MINUTES, World, fault_lead
 from service_incident.world.draws import pack
 from service_incident.world.episode import SCALE_UP_FACTOR
 from service_incident.world.lognormal import exceed
@@ -138,6 +139,22 @@ def test_services_no_fault_touches_take_the_faultless_worlds_states_and_nothing_
     assert herring
     page = steps.index(0)
     assert any(beside[page][name] is everyday[page][name] for name in herring)
+
+
+def test_before_its_faults_build_up_a_world_is_the_faultless_ones_states_and_all() -> None:
+    def first_live(incident: Incident) -> int:
+        return -max(fault_lead(incident, fault, index) for index, fault in enumerate(incident.faults))
+
+    incidents = (generate(PRESETS["expert"], seed) for seed in range(20))
+    incident = next(i for i in incidents if first_live(i) > -HISTORY_MINUTES)
+    steps = range(-HISTORY_MINUTES, 3)
+    faultless = World(structs.replace(incident, faults=[]), shared=False)
+    everyday = [faultless.states_at(step) for step in steps]
+    beside = _played(World(incident, shared=False, faultless=faultless), steps)
+    assert beside == _played(World(incident, shared=False), steps)
+    unreached = [step < first_live(incident) for step in steps]
+    assert [mine is theirs for mine, theirs in zip(beside, everyday, strict=True)] == unreached
+    assert any(unreached)
 
 
 def test_pack_lays_each_values_low_32_bits_in_a_64_bit_lane_of_its_own() -> None:

@@ -122,10 +122,17 @@ def test_every_generated_root_stands_out_of_its_neighbours_everyday_excursions()
 def test_one_everyday_world_serves_every_fault_strength_tried_on_a_draft() -> None:
     incident = generate("expert", 3)
     everyday = Everyday(incident)
+    decided = []
     for strength in (0.005, 0.3, 1.0):
         faults = [structs.replace(f, intensity=strength, peak=strength) for f in incident.faults]
         tried = structs.replace(incident, faults=faults)
         assert margins(tried, everyday) == margins(tried)
+        # The check works out only the signals that decide, and says what the margins say.
+        clear = all(max(signals.values()) >= CLEAR_MARGIN for signals in margins(tried).values())
+        assert stands_out(tried, everyday) == stands_out(tried) == clear
+        decided.append(clear)
+    # Both answers were given: the fainter roots do not stand out, the strongest does.
+    assert decided == [False, False, True]
 
 
 def _template(text: str) -> str:

@@ -80,8 +80,12 @@ class World:
     def states_at(self, step: int) -> dict[str, ServiceState]:
         states = self._cache.get(step)
         if states is None:
-            minute = self._minute(step, disrupt=True)
-            states = self._cache[step] = simulate(self.plan, minute, faultless=self._faultless_at(step))
+            faultless = self._faultless_at(step)
+            states = self._cache[step] = (
+                faultless
+                if faultless is not None and self._unreached(step)
+                else simulate(self.plan, self._minute(step, disrupt=True), faultless=faultless)
+            )
         return states
 
     def states_of(self, step: int, reach: frozenset[str]) -> Mapping[str, ServiceState]:
@@ -90,15 +94,24 @@ class World:
         services spares the others)."""
         states = self._cache.get(step)
         if states is None:
-            states = simulate(
-                self.plan, self._minute(step, disrupt=True), only=reach, faultless=self._faultless_at(step)
-            )
+            faultless = self._faultless_at(step)
+            if faultless is not None and self._unreached(step):
+                return faultless
+            states = simulate(self.plan, self._minute(step, disrupt=True), only=reach, faultless=faultless)
         return states
 
-    def _faultless_at(self, step: int) -> Mapping[str, ServiceState] | None:
+    def _faultless_at(self, step: int) -> dict[str, ServiceState] | None:
         """The faultless world's states at a step if it has simulated them: simulating a step of it only
         to spare this world's red herrings' services would cost more than it spares."""
         return None if self.faultless is None else self.faultless._cache.get(step)
+
+    def _unreached(self, step: int) -> bool:
+        """Whether nothing sets a step apart from the faultless world's: no remedy yet, no fault live or
+        bringing requests (most of the history, before the faults build up). `_minute` is then the
+        faultless world's, and so are the states simulated from it."""
+        return not self.history and not any(
+            run.strength(step) > 0.0 or (run.kind.load and run.demand(step) > 0.0) for run in self._runs
+        )
 
     def advance(self) -> None:
         self.step += 1

@@ -73,33 +73,69 @@ class Everyday:
 
     def __init__(self, incident: Incident) -> None:
         self.world = World(structs.replace(incident, faults=[]), shared=False)
-        self._worst: dict[tuple[str, ...], dict[str, float]] = {}
+        self._history: list[dict[str, ServiceState]] | None = None
+        self._worst: dict[tuple[tuple[str, ...], str], float] = {}
 
     def worst(self, roots: tuple[str, ...]) -> dict[str, float]:
         """The largest excursion in each signal of the services other than `roots`."""
-        found = self._worst.get(roots)
+        return {signal: self.worst_in(roots, signal) for signal in SIGNALS}
+
+    def history(self) -> list[dict[str, ServiceState]]:
+        """Every service's states over the history up to the page, simulated once."""
+        if self._history is None:
+            self._history = history_states(self.world)
+        return self._history
+
+    def worst_in(self, roots: tuple[str, ...], signal: str) -> float:
+        """The largest excursion in one signal of the services other than `roots`: a root is most often
+        judged on one signal, so the others' are worked out only when asked."""
+        found = self._worst.get((roots, signal))
         if found is None:
-            history = history_states(self.world)
-            names = [s.name for s in self.world.incident.services if s.name not in roots]
-            others = [excursions([states[name] for states in history]) for name in names]
-            found = self._worst[roots] = {name: max((o[name] for o in others), default=0.0) for name in SIGNALS}
+            history = self.history()
+            field, floor, relative = SIGNALS[signal]
+            others = [s.name for s in self.world.incident.services if s.name not in roots]
+            found = self._worst[(roots, signal)] = max(
+                (excursion([getattr(states[name], field) for states in history], floor, relative) for name in others),
+                default=0.0,
+            )
         return found
+
+
+def _own_excursions(incident: Incident, everyday: Everyday, roots: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """Each root's excursions, in the incident's world over the history up to the page."""
+    # The history before the faults build up is the everyday world's: simulated there once for every
+    # strength tried (`worst_in` reads it too), and not again here.
+    everyday.history()
+    sick = World(incident, faultless=everyday.world, shared=False)
+    # Only the roots' excursions are read here: their callers' states are not simulated for them.
+    reach = sick.plan.reach(set(roots))
+    history = [sick.states_of(minute, reach) for minute in _calm_history(sick)]
+    return {root: excursions([states[root] for states in history]) for root in roots}
+
+
+def _roots(incident: Incident) -> tuple[str, ...]:
+    return tuple(sorted({f.service for f in incident.faults}))
 
 
 def margins(incident: Incident, everyday: Everyday | None = None) -> dict[str, dict[str, float]]:
     """Per root, per signal: its own excursion less the largest everyday excursion of the other services
     in the same incident without faults (`everyday`, if the caller has it)."""
-    roots = tuple(sorted({f.service for f in incident.faults}))
+    roots = _roots(incident)
     everyday = everyday or Everyday(incident)
     worst = everyday.worst(roots)
-    sick = World(incident, faultless=everyday.world, shared=False)
-    # Only the roots' excursions are read here: their callers' states are not simulated for them.
-    reach = sick.plan.reach(set(roots))
-    history = [sick.states_of(minute, reach) for minute in _calm_history(sick)]
-    own = {root: excursions([states[root] for states in history]) for root in roots}
+    own = _own_excursions(incident, everyday, roots)
     return {root: {name: value - worst[name] for name, value in own[root].items()} for root in roots}
 
 
 def stands_out(incident: Incident, everyday: Everyday | None = None) -> bool:
-    """Whether every root clears the everyday excursions around it in at least one signal."""
-    return all(max(signals.values()) >= CLEAR_MARGIN for signals in margins(incident, everyday).values())
+    """Whether every root clears the everyday excursions around it in at least one signal: `margins`'
+    answer, with a root's signals tried from its largest own excursion down, so that the others'
+    excursions are worked out for the signals that decide alone."""
+    roots = _roots(incident)
+    everyday = everyday or Everyday(incident)
+    own = _own_excursions(incident, everyday, roots)
+    for root in roots:
+        signals = sorted(own[root].items(), key=lambda item: -item[1])
+        if not any(value - everyday.worst_in(roots, name) >= CLEAR_MARGIN for name, value in signals):
+            return False
+    return True
