@@ -18,7 +18,7 @@ from ..models import Severity
 from .course import RELIEF_STEPS, FaultCourse, SideWork, fault_courses, side_effects, side_work
 from .plan import Plan, plan_of
 from .rubric import P1_ERROR_RATE, P1_LATENCY_MS, SEVERITIES, rubric
-from .simulation import Minute, ServiceState, SideEffect, simulate
+from .simulation import Minute, ServiceState, SideEffect, reached, simulate
 from .steps import Steps, incident_steps, own_steps
 
 Outcome = Literal["heals", "relief", "disruption", "no_effect"]
@@ -80,12 +80,7 @@ class World:
     def states_at(self, step: int) -> dict[str, ServiceState]:
         states = self._cache.get(step)
         if states is None:
-            faultless = self._faultless_at(step)
-            states = self._cache[step] = (
-                faultless
-                if faultless is not None and self._unreached(step)
-                else simulate(self.plan, self._minute(step, disrupt=True), faultless=faultless)
-            )
+            states = self._cache[step] = self._simulated(step)
         return states
 
     def states_of(self, step: int, reach: frozenset[str]) -> Mapping[str, ServiceState]:
@@ -94,24 +89,23 @@ class World:
         services spares the others)."""
         states = self._cache.get(step)
         if states is None:
-            faultless = self._faultless_at(step)
-            if faultless is not None and self._unreached(step):
-                return faultless
-            states = simulate(self.plan, self._minute(step, disrupt=True), only=reach, faultless=faultless)
+            states = self._simulated(step, reach)
         return states
+
+    def _simulated(self, step: int, only: frozenset[str] | None = None) -> dict[str, ServiceState]:
+        """The states at a step (of the services in `only`, if given). A minute no fault, surge or remedy
+        reaches (most of the history, before the faults build up) is the faultless world's, if that world
+        has simulated it: its states are taken, not simulated again."""
+        minute = self._minute(step, disrupt=True)
+        faultless = self._faultless_at(step)
+        if faultless is not None and not reached(minute):
+            return faultless
+        return simulate(self.plan, minute, only=only, faultless=faultless)
 
     def _faultless_at(self, step: int) -> dict[str, ServiceState] | None:
         """The faultless world's states at a step if it has simulated them: simulating a step of it only
         to spare this world's red herrings' services would cost more than it spares."""
         return None if self.faultless is None else self.faultless._cache.get(step)
-
-    def _unreached(self, step: int) -> bool:
-        """Whether nothing sets a step apart from the faultless world's: no remedy yet, no fault live or
-        bringing requests (most of the history, before the faults build up). `_minute` is then the
-        faultless world's, and so are the states simulated from it."""
-        return not self.history and not any(
-            run.strength(step) > 0.0 or (run.kind.load and run.demand(step) > 0.0) for run in self._runs
-        )
 
     def advance(self) -> None:
         self.step += 1

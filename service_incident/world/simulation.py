@@ -290,11 +290,15 @@ def _at_traffic(rps: Mapping[str, float], traffic: float) -> Mapping[str, float]
     return rps if traffic == 1.0 else {name: value * traffic for name, value in rps.items()}
 
 
+def reached(minute: Minute) -> bool:
+    """Whether a fault, a surge or a remedy is in a minute: without one, only red herrings' side work
+    can set it apart from the calm world's, and it is the same world's without its faults."""
+    return bool(minute.live or minute.load or minute.shed or minute.restarting or minute.scaled or minute.fanout)
+
+
 def _nothing_wrong(minute: Minute) -> bool:
     """Whether a minute has no fault, red herring, surge or remedy anywhere: the calm world's."""
-    return not (
-        minute.live or minute.side or minute.load or minute.shed or minute.restarting or minute.scaled or minute.fanout
-    )
+    return not minute.side and not reached(minute)
 
 
 # Runs once per service per simulated minute: splitting it further costs measurably on that path.
