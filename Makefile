@@ -76,8 +76,8 @@ scale-services:
 run: $(VENV)/.runtime
 	@$(PY) inference.py
 
-# An install compiles the core's kernels in place (setup.py); after an edit of one's source, this
-# compiles it again (the tests compare each with the Python it stands for).
+# An install compiles the core's kernels and hot modules in place (setup.py); after an edit of one's
+# source, this compiles it again (until then an edited module runs its source: service_incident/compiled.py).
 compile: $(VENV)/.installed
 	@$(PY) setup.py -q build_ext --inplace >&2
 
@@ -114,3 +114,4 @@ clean:
 	rm -rf $(VENV) .venvs build results test-artifacts .pytest_cache .ruff_cache .mypy_cache *.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 	find service_incident -name "*.so" -delete
+	rm -f service_incident/compiled.json

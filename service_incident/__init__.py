@@ -8,6 +8,10 @@ package also looks for its subpackages beside it, as the installed one finds the
 
 from pathlib import Path
 
+from . import compiled
+
+compiled.install()
+
 _here = Path(__file__).resolve().parent
 if not (_here / "server").is_dir() and (_here.parent / "server" / "app.py").is_file():
     __path__.append(str(_here.parent))

@@ -502,12 +502,8 @@ def pages_alone(alone: World) -> bool:
 
 def traceable(incident: Incident, states: dict[str, ServiceState]) -> bool:
     """Every root is paged itself or reached along failing calls from a paged user-facing service."""
-
     # Only the user-facing services and the roots are asked whether they page.
-    def alerted(spec: ServiceSpec) -> bool:
-        return any(fired(spec.user_facing, states[spec.name]))
-
-    paged = {spec.name for spec in incident.services if spec.user_facing and alerted(spec)}
+    paged = {spec.name for spec in incident.services if spec.user_facing and _alerted(spec, states)}
     reached, frontier = set(paged), list(paged)
     while frontier:
         caller = frontier.pop()
@@ -515,4 +511,10 @@ def traceable(incident: Incident, states: dict[str, ServiceState]) -> bool:
             if share >= MIN_BLAMED_SHARE and dep not in reached:
                 reached.add(dep)
                 frontier.append(dep)
-    return all(f.service in reached or alerted(incident.service(f.service)) for f in incident.faults)
+    return all(f.service in reached or _alerted(incident.service(f.service), states) for f in incident.faults)
+
+
+def _alerted(spec: ServiceSpec, states: dict[str, ServiceState]) -> bool:
+    # A function of the module, not a closure: compiled, a closure called from the comprehensions above
+    # would share their scope, a reference cycle on every call (tests/test_server_collector.py).
+    return any(fired(spec.user_facing, states[spec.name]))

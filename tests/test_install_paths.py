@@ -101,6 +101,20 @@ def test_the_installed_package_has_its_compiled_kernels(wheel: Install, elsewher
     assert run([wheel.python, "-c", KERNELS], cwd=elsewhere).stdout.split() == ["True", "True"]
 
 
+# Which of the hot modules (service_incident.compiled) an install runs compiled, and what it warned.
+HOT_MODULES = (
+    "import importlib, importlib.machinery as m; from service_incident import compiled\n"
+    "print(sum(importlib.import_module(n).__file__.endswith(tuple(m.EXTENSION_SUFFIXES)) for n in compiled.MODULES),"
+    " len(compiled.MODULES))"
+)
+
+
+def test_the_installed_package_runs_its_hot_modules_compiled(wheel: Install, elsewhere: Path) -> None:
+    """The wheel carries the build's record of the sources it compiled, so none runs its source."""
+    found = run([wheel.python, "-W", "error", "-c", HOT_MODULES], cwd=elsewhere).stdout.split()
+    assert found[0] == found[1] != "0"
+
+
 # An episode of a generated task played to its end by the expert: its score.
 PLAY = (
     "from service_incident.environment import ServiceIncidentEnvironment as E;"
@@ -124,6 +138,7 @@ def test_without_a_working_c_compiler_the_package_installs_and_computes_in_pytho
     result = run(command, cwd=tmp_path)
     assert "_spans not compiled" in result.stderr + result.stdout
     assert run([bin_folder / "python", "-c", KERNELS], cwd=elsewhere).stdout.split() == ["False", "False"]
+    assert run([bin_folder / "python", "-W", "error", "-c", HOT_MODULES], cwd=elsewhere).stdout.split()[0] == "0"
     played = run([bin_folder / "python", "-c", PLAY], cwd=elsewhere)
     assert 0.0 <= float(played.stdout) <= 1.0
 

@@ -90,9 +90,10 @@ def distraction_onset(incident_id: str, index: int) -> int:
 def pre_incident(incident: Incident) -> int:
     """The last minute before anything of the incident (a fault building up, a red herring) began, or
     before the history, whichever is earlier: what was firing then has been firing for hours."""
-    onsets = [-fault_lead(incident, fault, index) for index, fault in enumerate(incident.faults)]
+    onsets = [-HISTORY_MINUTES]
+    onsets += [-fault_lead(incident, fault, index) for index, fault in enumerate(incident.faults)]
     onsets += [-distraction_onset(incident.id, index) for index in range(len(incident.distractions))]
-    return min([-HISTORY_MINUTES, *onsets]) - 1
+    return min(onsets) - 1
 
 
 # A red herring with side effects: (distraction, first step it shows, strength).
