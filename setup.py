@@ -36,14 +36,22 @@ _spec.loader.exec_module(COMPILED)
 # symbols: they are not shipped, and double the compile time. GCC's array-bounds warnings on Cython's
 # reads of Python's None (a false positive of its inlining) are not the project's to fix.
 COMPILE_ARGS = ["-O2", "-g0", "-ffp-contract=off", "-Wno-array-bounds"]
+
+
+def source_of(module: str, suffix: str) -> str:
+    """A module's source file, relative to the root: `service_incident.world._minute` with ".pyx" is
+    service_incident/world/_minute.pyx. (cythonize swaps an extension's sources for the C it writes.)"""
+    return module.replace(".", "/") + suffix
+
+
+def optional_extension(module: str, suffix: str) -> Extension:
+    return Extension(module, [source_of(module, suffix)], optional=True, extra_compile_args=COMPILE_ARGS)
+
+
 KERNELS = [
-    Extension(name, [name.replace(".", "/") + ".pyx"], optional=True, extra_compile_args=COMPILE_ARGS)
-    for name in ("service_incident.telemetry._spans", "service_incident.world._minute")
+    optional_extension(name, ".pyx") for name in ("service_incident.telemetry._spans", "service_incident.world._minute")
 ]
-MODULES = [
-    Extension(name, [name.replace(".", "/") + ".py"], optional=True, extra_compile_args=COMPILE_ARGS)
-    for name in COMPILED.MODULES
-]
+MODULES = [optional_extension(name, ".py") for name in COMPILED.MODULES]
 # Python's semantics where Cython's defaults differ: an integer power of integers stays an integer,
 # functions are Python functions (introspected, bound as methods), and annotations check nothing at a
 # call (a reset's seed of the wrong type meets the core's own typed error, not a TypeError).
@@ -73,7 +81,7 @@ class OptionalKernels(build_ext):
         One that failed to build is left out, even where an earlier build's is still there."""
         package = Path(self.get_ext_fullpath("service_incident.compiled")).parent
         built = {
-            ext.name: COMPILED.source_digest(ROOT / (ext.name.replace(".", "/") + ".py"))
+            ext.name: COMPILED.source_digest(ROOT / source_of(ext.name, ".py"))
             for ext in self.extensions
             if ext.name in COMPILED.MODULES
             and ext.name not in self.failed
