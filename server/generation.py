@@ -8,6 +8,12 @@ every other session's frames are answered meanwhile. The world is deterministic,
 the one the environment would have generated itself; where the pool cannot give it (a task that is
 not generated, a seed out of range, a pool that broke), the environment generates it as before.
 
+The pool's process also plays the incident's reset. What it simulated and rendered there for every
+episode of the incident (the states of the minutes up to the page, the pages, the first look's log
+lines) comes back with the incident and is kept too (`keep_untouched_steps`, `keep_shared`): some
+twenty kilobytes, where simulating and rendering them again would hold the event loop for about half
+of the reset, and the first step for the history's alert readings.
+
 The pool's processes run at a lower priority than the server's (`NICENESS`). Sessions that started
 together end together, so resets come in bursts that keep the pool busy for a second or more; at the
 server's own priority it would take cores from the processes answering steps, whose replies are what
@@ -33,11 +39,22 @@ from service_incident.holdout import HoldoutKey
 from service_incident.incidents import Incident
 from service_incident.models import ResetRequest
 from service_incident.tasks import DEFAULT_TASK, Task, draws_incident, find_task, keep_drawn, resolve_incident
+from service_incident.telemetry.state import Shared, keep_shared, portable
+from service_incident.world.steps import States, keep_untouched_steps, untouched_steps
 
 from . import collector
 
 # How much lower than the server's a generation process's priority is (nice(2)'s scale, 0-19).
 NICENESS = 10
+
+
+class Drawn(NamedTuple):
+    """An incident generated in the pool, and what the pool simulated and rendered of it there for
+    every episode of it."""
+
+    incident: Incident
+    states: dict[int, States]  # of the steps no remedy reached that the pool simulated: up to the page
+    rendered: Shared
 
 
 class Reset(NamedTuple):
@@ -81,14 +98,16 @@ class Generation:
         if task is None or seed is None or not valid_seed(seed):
             return
         try:
-            incident = await asyncio.get_running_loop().run_in_executor(self._running(), _generate, task.id, seed)
+            drawn = await asyncio.get_running_loop().run_in_executor(self._running(), _generate, task.id, seed)
         except BrokenProcessPool:
             # A process of the pool died (killed, out of memory): the next draw starts a new pool, and
             # this reset generates in the event loop's process.
             self._pool = None
             return
-        if incident is not None:
-            keep_drawn(task, seed, self._key, incident)
+        if drawn is not None:
+            keep_drawn(task, seed, self._key, drawn.incident)
+            keep_untouched_steps(drawn.incident, drawn.states)
+            keep_shared(drawn.incident, drawn.rendered)
 
     def close(self) -> None:
         """Stop the pool, waiting for its processes to end (a generation under way finishes first), so
@@ -113,13 +132,16 @@ class Generation:
         return self._pool
 
 
-# The holdout key of the process a pool started, which its held-out incidents derive from.
+# The holdout key of the process a pool started, which its held-out incidents derive from, and the
+# environment that plays each incident's reset there.
 _key: HoldoutKey | None = None
+_env: ServiceIncidentEnvironment | None = None
 
 
 def _start(holdout_key: str | None) -> None:
-    global _key
+    global _key, _env
     _key = HoldoutKey(holdout_key) if holdout_key is not None else None
+    _env = ServiceIncidentEnvironment(holdout_key)
     threading.Thread(target=_exit_with_parent, name="exit-with-server", daemon=True).start()
     collector.settle()
     os.nice(NICENESS)
@@ -134,13 +156,16 @@ def _exit_with_parent() -> None:
     os._exit(0)
 
 
-def _generate(task_id: str, seed: int) -> Incident | None:
-    """In a process of the pool: the incident a reset of the task with this seed plays, or None where
-    none is to be had (the environment then says why, in its own words)."""
+def _generate(task_id: str, seed: int) -> Drawn | None:
+    """In a process of the pool: the incident a reset of the task with this seed plays, and what playing
+    its reset simulated and rendered for every episode of it; None where no incident is to be had (the
+    environment then says why, in its own words)."""
     task = find_task(task_id, held_out=_key is not None)
-    if task is None:
+    if task is None or _env is None:
         return None
     try:
-        return resolve_incident(task, None, seed, _key)
+        incident = resolve_incident(task, None, seed, _key)
     except (KeyError, ValueError):
         return None
+    _env.reset(task_id=task_id, seed=seed)  # plays the incident just kept, rendering its reset
+    return Drawn(incident, untouched_steps(incident), portable(incident))

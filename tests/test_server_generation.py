@@ -142,6 +142,56 @@ async def test_a_pool_whose_process_died_is_replaced(monkeypatch: pytest.MonkeyP
         generation.close()
 
 
+# Plays the digest's episodes (every reference agent and a random player, remedies included) of some
+# generated draws in a process of its own, each draw made first by a pool of this many processes (0:
+# none); prints how many draws found their pages rendered and their states at the page simulated
+# before their first reset, and the digest.
+PLAYED_AFTER_DRAWS = """
+import asyncio, hashlib, sys
+sys.path.insert(0, sys.argv[2])
+from digest import play
+from service_incident import tasks
+from service_incident.environment import ServiceIncidentEnvironment
+from service_incident.models import ResetRequest
+from service_incident.server.generation import Generation
+from service_incident.telemetry.state import shared
+from service_incident.world.steps import untouched_steps
+
+DRAWS = [("gen_hard", 6_101), ("gen_expert", 6_102), ("gen_expert", 6_103), ("gen_easy", 6_104)]
+
+async def main():
+    generation = Generation(int(sys.argv[1]), None)
+    digest, env, rendered = hashlib.sha256(), ServiceIncidentEnvironment(), 0
+    try:
+        for task_id, seed in DRAWS:
+            await generation.draw(ResetRequest(task_id=task_id, seed=seed), None)
+            incident = tasks.resolve_incident(tasks.TASKS[task_id], None, seed)
+            rendered += bool(shared(incident).pages) and 0 in untouched_steps(incident)
+            play(env, digest, task_id, seed, None)
+    finally:
+        generation.close()
+    print(rendered, digest.hexdigest())
+
+asyncio.run(main())
+"""
+
+
+def test_episodes_of_an_incident_drawn_in_the_pool_are_those_played_from_scratch() -> None:
+    """What the pool's process simulated and rendered of an incident (the states up to the page, its
+    reset's pages and first look), kept for every episode of it, leaves each frame of every episode as
+    a process that simulated and rendered everything itself shows it."""
+    bench = str(Path(__file__).resolve().parent.parent / "bench")
+
+    def played(processes: int) -> tuple[int, str]:
+        command = [sys.executable, "-c", PLAYED_AFTER_DRAWS, str(processes), bench]
+        rendered, digest = subprocess.run(command, capture_output=True, text=True, check=True).stdout.split()
+        return int(rendered), digest
+
+    pooled, alone = played(1), played(0)
+    assert (pooled[0], alone[0]) == (4, 0)  # the pool's renderings were there before the first reset
+    assert pooled[1] == alone[1]
+
+
 POOL_OWNER = """
 import asyncio, time
 from service_incident.models import ResetRequest

@@ -10,7 +10,7 @@ per incident, in its `Shared`, for every episode of it."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -56,6 +56,18 @@ _SHARED: OrderedDict[bytes, Shared] = OrderedDict()
 def shared(incident: Incident) -> Shared:
     """What every episode of an incident shares of its telemetry, new and empty for an incident not seen."""
     return incident_store(_SHARED, msgspec.json.encode(incident), Shared)
+
+
+def portable(incident: Incident) -> Shared:
+    """What every episode of an incident shares so far, as it goes to another process (`keep_shared`):
+    without the rules that watch its services, which hold functions and are built again on first use."""
+    return replace(shared(incident), watch=None)
+
+
+def keep_shared(incident: Incident, rendered: Shared) -> None:
+    """Keep what another process rendered of an incident for every episode of it (`portable`), unless
+    this process keeps its own already: the incident is the same, so what either rendered is the same."""
+    incident_store(_SHARED, msgspec.json.encode(incident), lambda: rendered)
 
 
 @dataclass(slots=True)

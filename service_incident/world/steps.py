@@ -75,6 +75,18 @@ def incident_steps(incident: Incident) -> Steps:
     return Steps(shared, key)
 
 
+def untouched_steps(incident: Incident) -> dict[int, States]:
+    """The states of the incident's steps no remedy reached, as simulated so far: what its episodes
+    share (`incident_steps`), for another process to keep (`keep_untouched_steps`)."""
+    return incident_store(_PREPAGE, msgspec.json.encode(incident), dict)
+
+
+def keep_untouched_steps(incident: Incident, states: dict[int, States]) -> None:
+    """Keep the states of the incident's untouched steps that another process simulated, unless this
+    process keeps its own: the world is deterministic, so they are the ones it would simulate."""
+    incident_store(_PREPAGE, msgspec.json.encode(incident), lambda: states)
+
+
 def own_steps() -> Steps:
     """States by step for a world no episode plays (a calm world, a fault alone): shared with none."""
     return Steps({}, b"")
