@@ -2,9 +2,9 @@
 the incident: the CPU the event loop spends, against what the pool spends beside it.
 
 A server draws a training incident in a process of its generation pool (`server/generation.py`). The
-pool sends back the incident and what it rendered of it for every episode (its reset's pages and first
-look, every service's pods: `telemetry.state.Shared`); the server's process then starts the episode
-and answers its steps. Rows:
+pool sends back the incident and what playing its reset simulated and rendered there for every episode
+of it (the states up to the page; the pages and the first look's log lines, `telemetry.state.Shared`);
+the server's process then starts the episode and answers its steps. Rows:
 - "renderings kept": the server as it is;
 - "incident alone": the incident kept and the rest dropped (`keep_untouched_steps` and `keep_shared`
   made no-ops), so the server's process simulates and renders it all itself, as it did before the

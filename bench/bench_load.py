@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 from bench_scale import percentile, process_cpu  # noqa: E402  (CPU of a server and its processes, from /proc)
-from bench_transport import LeanClient, policy  # noqa: E402  (the fixed episode, read by a lean client)
+from bench_transport import LeanClient, policy, stat_fields  # noqa: E402  (the fixed episode, read by a lean client)
 from scale_support import ServerProcess  # noqa: E402  (`server --workers N` on a free port)
 
 TARGET_P99_MS = 50.0
@@ -200,7 +200,7 @@ def run(workers: int, args: argparse.Namespace) -> dict[str, Any]:
 
 def niceness(pid: int) -> int:
     """A process's nice value (a generation process runs at `NICENESS`, the server's others at 0)."""
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+    return int(stat_fields(pid)[16])
 
 
 def main() -> None:

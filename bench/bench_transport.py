@@ -131,9 +131,14 @@ asyncio.run(main())
 """
 
 
+def stat_fields(pid: int) -> list[str]:
+    """A process's /proc stat fields after its name (which may hold spaces): the state first."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def cpu_s(pid: int) -> float:
     """User plus system CPU time the process has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = stat_fields(pid)
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
