@@ -20,8 +20,15 @@ def parse_time(stamp: str) -> datetime:
 
 
 def format_time(moment: datetime) -> str:
-    date = f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
-    return f"{date}T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}Z"
+    # One %-format: half the cost of f-strings with format specs, and views stamp many moments.
+    return "%04d-%02d-%02dT%02d:%02d:%02dZ" % (  # noqa: UP031
+        moment.year,
+        moment.month,
+        moment.day,
+        moment.hour,
+        moment.minute,
+        moment.second,
+    )
 
 
 def clock(world: World, step: int) -> datetime:
@@ -59,10 +66,15 @@ def step_of(world: World, moment: datetime) -> int:
     return (epoch_ms(moment) - epoch_ms(clock(world, 0))) // 60_000
 
 
+# The tail of a stamp, by second and by millisecond: every line of a log view is stamped.
+_SECONDS = tuple(f"{second:02d}." for second in range(60))
+_MILLIS = tuple(f"{millis:03d}Z" for millis in range(1000))
+
+
 def stamp_ms(moment_ms: int) -> str:
     seconds, millis = divmod(moment_ms, 1000)
     minutes, second = divmod(seconds, 60)
-    return f"{_minute_stamp(minutes)}{second:02d}.{millis:03d}Z"
+    return _minute_stamp(minutes) + _SECONDS[second] + _MILLIS[millis]
 
 
 @lru_cache(maxsize=8192)

@@ -31,12 +31,14 @@ from .phrases import (
 )
 from .pods import Pod, pods
 from .schemas import blocker_pid, client_of, client_tables
-from .templates import fill, pick, pick_fixed, rng_for
+from .templates import LEVELS, fill, pick, pick_fixed, rng_for
 
 if TYPE_CHECKING:
     from .state import TelemetryState
 
 LOG_WINDOW_S = 120
+# Each level as a line prints it, padded to the widest and followed by the message's space.
+_PADDED_LEVELS = {level: f"{level:<5} " for level in LEVELS}
 # A log shipper's backlog drains: a service whose lines stopped arriving delivers them again from a
 # step in this range (the page is step 0), so a later look reads what the first could not.
 BACKLOG_DRAINS = (2, 4)
@@ -82,10 +84,13 @@ def logs(state: TelemetryState, service: str, step: int) -> str:
     groups.append(([pick(rng, routine) for _ in range(chatter)], begin_ms, end_ms, ""))
     if gap == "partial":
         groups = [([line for line in g[0] if rng.random() < 0.5] or g[0][:1], *g[1:]) for g in groups]
+    random_ = rng.random
     placed = sorted(
-        (lo + int(rng.random() * (hi - lo)), n, template, who)
-        for n, (lines, lo, hi, who) in enumerate(groups)
-        for template in lines
+        [
+            (lo + int(random_() * (hi - lo)), n, template, who)
+            for n, (lines, lo, hi, who) in enumerate(groups)
+            for template in lines
+        ]
     )
     return _write(state, service, step, [(moment, template, who) for moment, _, template, who in placed], stops, rng)
 
@@ -205,6 +210,9 @@ def _write(
     by_step: dict[int, tuple[list[Pod], list[Pod], str, int]] = {step: _running(now, context["version"])}
     rendered = []
     process = _process(node.tech, profile.process)
+    endpoints, random_ = profile.endpoints, rng.random
+    # What a line says before its level, by pod: a pod writes many lines of a view.
+    heads: dict[tuple[str, int], str] = {}
     for moment_ms, template, who in placed:
         # The pods and the release running when the line was written.
         at = (moment_ms - page_ms) // 60_000
@@ -237,20 +245,27 @@ def _write(
             # A canary's failures and its rollout's status are its own pod's lines: the stable pods never
             # served those requests, nor run that release.
             choices = [pod for pod in choices if pod.canary] or choices
-        draw = unit(iid, service, moment_ms) if who == _KEYED else rng.random()
+        draw = unit(iid, service, moment_ms) if who == _KEYED else random_()
         pod = choices[int(draw * len(choices))]
         context["version"] = release
-        context["endpoint"] = _endpoint(template, profile.endpoints, rng)
+        # A caller's endpoint: a write fails on a write endpoint, never on a GET.
+        if "write failed" in template:
+            context["endpoint"] = _write_endpoint(endpoints, rng)
+        else:
+            context["endpoint"] = endpoints[int(random_() * len(endpoints))]
         context["uptime"] = f"{max(0, moment_ms // 1000 - pod.started_s) // 3600}h"
         level_, _, message = fill(template, rng, context).partition(" ")
-        rendered.append(f"{stamp_ms(moment_ms)} {pod.name} {process}[{pod.pid}]: {level_:<5} {message}")
+        who_wrote = (pod.name, pod.pid)
+        head = heads.get(who_wrote) or heads.setdefault(who_wrote, f" {pod.name} {process}[{pod.pid}]: ")
+        padded = _PADDED_LEVELS.get(level_) or f"{level_:<5} "
+        rendered.append(stamp_ms(moment_ms) + head + padded + message)
     return "\n".join(rendered)
 
 
 def _running(running: list[Pod], release: str) -> tuple[list[Pod], list[Pod], str, int]:
     """The pods running at a step, those of them whose containers crashed (filled when first asked),
     the release they run, and when the newest of them was created."""
-    return running, [], release, max((pod.created_ms for pod in running), default=0)
+    return running, [], release, max([pod.created_ms for pod in running], default=0)
 
 
 def _config_sync(world: World, service: str) -> tuple[int, int, str]:
@@ -404,12 +419,10 @@ def _expired(world: World, service: str) -> str:
     return format_time(clock(world, began) - timedelta(seconds=spread(5, 55, incident.id, service, "cert")))
 
 
-def _endpoint(template: str, endpoints: tuple[str, ...], rng: random.Random) -> str:
-    """A caller's endpoint: a write fails on a write endpoint, never on a GET."""
-    if "write failed" in template:
-        writes = [e for e in endpoints if not e.startswith("GET")]
-        return pick(rng, writes or ["POST /v1/items"])
-    return pick(rng, endpoints)
+def _write_endpoint(endpoints: tuple[str, ...], rng: random.Random) -> str:
+    """The endpoint of a line that says a write failed: one that writes."""
+    writes = [e for e in endpoints if not e.startswith("GET")]
+    return pick(rng, writes or ["POST /v1/items"])
 
 
 # The process a technology's pods run, where it is not its kind's.
