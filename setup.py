@@ -2,10 +2,11 @@
 
 Each kernel is a `.pyx` beside the Python it stands for, which draws and computes the same, operation
 for operation: `telemetry/_spans.pyx` a trace sample's span draws (`traces.draw_in_python`),
-`world/_minute.pyx` every service's state in a simulated minute (`simulation._minute_states`).
-tests/test_core_spans.py and tests/test_core_minute.py hold each to its Python. The extensions are
-optional: where no C compiler is at hand the package installs without them, and the Python computes
-the same, only slower.
+`world/_minute.pyx` every service's state in a simulated minute (`simulation._minute_states`),
+`world/_noise.pyx` the per-minute noise hash (`draws.mix_in_python`).
+tests/test_core_spans.py, tests/test_core_minute.py and tests/test_world_package.py hold each to its
+Python. The extensions are optional: where no C compiler is at hand the package installs without them,
+and the Python computes the same, only slower.
 
 The core's hot modules (`compiled.MODULES`) are compiled too, as they stand: the same Python, run by C rather
 than by the interpreter. The build records the hash of each source it compiled
@@ -49,7 +50,8 @@ def optional_extension(module: str, suffix: str) -> Extension:
 
 
 KERNELS = [
-    optional_extension(name, ".pyx") for name in ("service_incident.telemetry._spans", "service_incident.world._minute")
+    optional_extension(name, ".pyx")
+    for name in ("service_incident.telemetry._spans", "service_incident.world._minute", "service_incident.world._noise")
 ]
 MODULES = [optional_extension(name, ".py") for name in COMPILED.MODULES]
 # Python's semantics where Cython's defaults differ: an integer power of integers stays an integer,

@@ -38,6 +38,7 @@ from service_incident.harness.agents import ExpertAgent
 from service_incident.models import Action
 from service_incident.tasks import TASKS
 
+ROOT = Path(__file__).resolve().parents[1]
 # What the child does after its warm-up, in the order their counts are subtracted.
 MODES = ("none", "resets", "episodes")
 # Seeds far from those the tests and the other benches play, so no cache of this process is warm for them.
@@ -91,11 +92,10 @@ def record(task_id: str, seeds: range) -> Played:
     return played
 
 
-def instructions(root: Path | None, task_id: str, mode: str, moves: Path, child: Path) -> int:
-    """What the child executes, all told, with the core at `root` (this one's if None)."""
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    if root is not None:
-        env["PYTHONPATH"] = str(root)
+def instructions(root: Path, task_id: str, mode: str, moves: Path, child: Path) -> int:
+    """What the child executes, all told, with the core at `root`: found on the path by both cores alike,
+    so that neither pays for another way of importing."""
+    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(root)}
     with tempfile.TemporaryDirectory() as scratch:
         done = subprocess.run(
             [
@@ -120,7 +120,7 @@ def instructions(root: Path | None, task_id: str, mode: str, moves: Path, child:
     return int(found.group(1))
 
 
-def measure(root: Path | None, task_id: str, moves: Path, steps: int, episodes: int, child: Path) -> Counts:
+def measure(root: Path, task_id: str, moves: Path, steps: int, episodes: int, child: Path) -> Counts:
     with ThreadPoolExecutor(max_workers=2) as pool:
         none, resets, played = pool.map(lambda mode: instructions(root, task_id, mode, moves, child), MODES)
     return Counts((resets - none) / episodes, (played - resets) / steps)
@@ -129,7 +129,7 @@ def measure(root: Path | None, task_id: str, moves: Path, steps: int, episodes: 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=20, help="measured episodes per task")
-    parser.add_argument("--warm-up", type=int, default=5, help="episodes played before those measured")
+    parser.add_argument("--warm-up", type=int, default=20, help="episodes played before those measured")
     parser.add_argument(
         "--tasks", nargs="+", choices=list(TASKS), default=["easy", "hard", "gen_hard", "gen_expert"], help="tasks"
     )
@@ -152,7 +152,7 @@ def main() -> None:
                 msgspec.json.encode({"warm_up": record(task_id, range(FIRST_SEED, first)), "measured": measured})
             )
             steps = sum(len(actions) for _, actions in measured)
-            counts = measure(None, task_id, moves, steps, args.episodes, child)
+            counts = measure(ROOT, task_id, moves, steps, args.episodes, child)
             line = f"{task_id:<12}{args.episodes:>9}{steps:>7}{counts.reset:>14,.0f}{counts.step:>12,.0f}"
             if args.against:
                 other = measure(args.against, task_id, moves, steps, args.episodes, child)

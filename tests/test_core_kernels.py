@@ -16,6 +16,7 @@ import pytest
 KERNELS = [
     ("service_incident.telemetry._spans", "service_incident.telemetry.traces", "draw", "draw_in_python"),
     ("service_incident.world._minute", "service_incident.world.simulation", "minute_states", "_minute_states"),
+    ("service_incident.world._noise", "service_incident.world.draws", "mix", "mix_in_python"),
 ]
 
 

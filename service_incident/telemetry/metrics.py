@@ -12,7 +12,7 @@ import msgspec
 
 from ..models import ERRORS_ONLY_FLOOR, EndpointMetrics, MetricPoint, Metrics
 from ..world import HISTORY_MINUTES, ServiceState, World
-from ..world.draws import WOBBLE_CHANNEL, WOBBLE_KEY, Draws, mix_lanes, pack, wobble_minute
+from ..world.draws import WOBBLE_CHANNEL, WOBBLE_KEY, Draws, mix, wobble_minute
 from .clock import minute as minute_of  # "minute" names a step throughout this module
 from .endpoints import fails_writes, on_path, own_error, request_templates, route
 from .jobs import failing_jobs, jobs_of
@@ -167,7 +167,7 @@ def metrics_text(metrics: Metrics) -> str:
 def points(state: TelemetryState, wanted: list[tuple[str, int]]) -> list[MetricPoint]:
     """The signals of each (service, minute) wanted with the episode's measurement noise; each kept
     until a remedy changes that minute (`TelemetryState.follow`). Those not kept yet have their noise
-    hashed together, on every lane of one integer (`mix_lanes`)."""
+    hashed together (`mix`)."""
     kept = state.points
     missing = [want for want in wanted if want not in kept]
     if missing:
@@ -177,7 +177,7 @@ def points(state: TelemetryState, wanted: list[tuple[str, int]]) -> list[MetricP
             for lane in [keys[service] + wobble_minute(minute) for service, minute in missing]
             for channel in _CHANNEL_KEYS
         ]
-        noise = iter(mix_lanes(pack(lanes), len(lanes), 0))
+        noise = iter(mix(lanes, 0))
         states_at, minutes = state.world.states_at, state.shared.minutes
         for want, p99, error_rate, rps, cpu, memory in zip(missing, noise, noise, noise, noise, noise, strict=False):
             service, step = want

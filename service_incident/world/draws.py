@@ -1,8 +1,8 @@
 """Keyed draws: deterministic numbers from a key, so the same incident draws the same world on every run.
 
 `unit` and `spread` draw once from a key (CRC-32 of its parts); `Draws` hashes a shared prefix once
-for the many draws of one service; `mix_lanes` gives per-minute noise in [-1, 1) from an integer hash,
-computed on many lanes of one integer at once.
+for the many draws of one service; `mix` gives per-minute noise in [-1, 1) from an integer hash:
+compiled (`_noise.pyx`), or in Python on many lanes of one integer at once (`mix_lanes`).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import zlib
 from array import array
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 
@@ -73,7 +74,25 @@ def _lanes(count: int) -> tuple[int, int]:
     return ones * _MASK32, ones
 
 
-def pack(values: list[int]) -> int:
+def pack(values: Sequence[int]) -> int:
     """The values' low 32 bits, one to a 64-bit lane, lane 0 lowest: laid out as native 64-bit words
     and read as one integer, where summing shifted integers would cost time quadratic in the lanes."""
     return int.from_bytes(array("Q", [value & _MASK32 for value in values]).tobytes(), sys.byteorder)
+
+
+def mix_in_python(values: Sequence[int], add: int) -> list[float]:
+    """The hash, in [-1, 1), of each value plus `add`, each held modulo 2**32: every value at once on the
+    lanes of one integer. What the compiled kernel (`_noise.pyx`) stands for."""
+    return mix_lanes(pack(values), len(values), add)
+
+
+def compiled_kernel() -> Callable[[Sequence[int], int], list[float]] | None:
+    """The same hash compiled (setup.py), value by value in C, if this install has it."""
+    try:
+        from ._noise import mix as compiled
+    except ImportError:  # an install without a C compiler: the lanes hash
+        return None
+    return compiled
+
+
+mix: Callable[[Sequence[int], int], list[float]] = compiled_kernel() or mix_in_python

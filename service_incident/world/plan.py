@@ -21,7 +21,7 @@ import msgspec
 from ..faults import RECORD_KINDS, TECHNOLOGIES
 from ..incidents import Incident, ServiceSpec
 from ..topology import KINDS, dependency_order
-from .draws import WOBBLE_CHANNEL, WOBBLE_KEY, Draws, pack, spread, unit
+from .draws import WOBBLE_CHANNEL, WOBBLE_KEY, Draws, spread, unit
 from .simulation import CALM_MINUTE, Rhythm, ServiceState, StepConstants, prepare, simulate
 from .traffic import flow, queueing
 
@@ -76,8 +76,8 @@ class Plan:
     by_name: Mapping[str, Node]
     healthy_rps: Mapping[str, float]
     loop: tuple[LoopConstants, ...]
-    # The services' noise keys on their two channels, in the simulation's order, packed for `mix_lanes`.
-    noise: int
+    # The services' noise keys on their two channels, in the simulation's order (hashed by `draws.mix`).
+    noise: tuple[int, ...]
     # Each service's p99, and its state, at the page with nothing wrong anywhere.
     healthy_p99: Mapping[str, float]
     calm: Mapping[str, ServiceState]
@@ -159,7 +159,7 @@ def _plan_for(incident_id: str, wiring: Wiring) -> Plan:
     ordered = tuple(nodes[name] for name in order)
     healthy = flow(ordered, {}, {})
     capacity = {n.name: healthy[n.name] / (max(n.cpu_pct, 5.0) / 100.0) if healthy[n.name] else 1e9 for n in ordered}
-    noise = pack([n.key * WOBBLE_KEY + channel * WOBBLE_CHANNEL for n in ordered for channel in (1, 2)])
+    noise = tuple([n.key * WOBBLE_KEY + channel * WOBBLE_CHANNEL for n in ordered for channel in (1, 2)])
     loop = tuple(_loop(n, healthy[n.name], capacity[n.name], _rhythm(incident_id, n, healthy[n.name])) for n in ordered)
     trend = spread(-TREND_FALL, TREND_RISE, incident_id, "traffic trend")
     # The calm baseline is simulated on the plan before it has one: no service is slow against an

@@ -19,7 +19,7 @@ import msgspec
 
 from ..faults import FailureMode, FaultType
 from . import lognormal, traffic
-from .draws import mix_lanes, wobble_minute
+from .draws import mix, wobble_minute
 from .lognormal import exceed
 from .rubric import P1_ERROR_RATE
 from .traffic import flow, queueing
@@ -279,7 +279,7 @@ class StepConstants(msgspec.Struct, frozen=True, gc=False):
 def _step_constants(plan: Plan, step: int) -> StepConstants:
     found = plan.step_constants.get(step)
     if found is None:
-        wobble = mix_lanes(plan.noise, 2 * len(plan.loop), wobble_minute(step))
+        wobble = mix(plan.noise, wobble_minute(step))
         rps = _at_traffic(plan.healthy_rps, plan.traffic(step))
         found = plan.step_constants[step] = StepConstants(tuple(wobble[::2]), tuple(wobble[1::2]), rps)
     return found
