@@ -1,10 +1,10 @@
 """The compiled kernels of the core: everything else about the package is in pyproject.toml.
 
-Each kernel is a `.pyx` beside the Python it stands for, which draws and computes the same, operation
-for operation: `telemetry/_spans.pyx` a trace sample's span draws (`traces.draw_in_python`),
-`world/_minute.pyx` every service's state in a simulated minute (`simulation._minute_states`),
-`world/_noise.pyx` the per-minute noise hash (`draws.mix_in_python`).
-tests/test_core_spans.py, tests/test_core_minute.py and tests/test_world_package.py hold each to its
+Each kernel is a `.pyx` beside the Python it stands for, which draws and computes the same:
+`telemetry/_spans.pyx` a trace sample's span draws (`traces.draw_in_python`) and `world/_minute.pyx`
+every service's state in a simulated minute (`simulation._minute_states`), operation for operation;
+`world/_noise.pyx` the per-minute noise hash (`draws.mix_in_python`), value for value.
+tests/test_core_spans.py, tests/test_core_minute.py and tests/test_core_noise.py hold each to its
 Python. The extensions are optional: where no C compiler is at hand the package installs without them,
 and the Python computes the same, only slower.
 

@@ -1,6 +1,6 @@
 """The core's compiled kernels (setup.py) are used where they were built, and the Python they stand
-for computes where they were not. That each computes what its Python computes: test_core_spans.py and
-test_core_minute.py."""
+for computes where they were not. That each computes what its Python computes: test_core_spans.py,
+test_core_minute.py and test_core_noise.py."""
 
 from __future__ import annotations
 

@@ -92,13 +92,13 @@ def test_the_installed_package_is_whole(wheel: Install, checkout: Path, elsewher
 
 
 KERNELS = (
-    "from service_incident.telemetry import traces; from service_incident.world import simulation;"
-    "print(traces.compiled_kernel() is not None, simulation.compiled_kernel() is not None)"
+    "from service_incident.telemetry import traces; from service_incident.world import draws, simulation;"
+    "print(*(module.compiled_kernel() is not None for module in (traces, simulation, draws)))"
 )
 
 
 def test_the_installed_package_has_its_compiled_kernels(wheel: Install, elsewhere: Path) -> None:
-    assert run([wheel.python, "-c", KERNELS], cwd=elsewhere).stdout.split() == ["True", "True"]
+    assert run([wheel.python, "-c", KERNELS], cwd=elsewhere).stdout.split() == ["True", "True", "True"]
 
 
 # Which of the hot modules (service_incident.compiled) an install runs compiled, and what it warned.

@@ -4,7 +4,6 @@ and the constants the world shares with telemetry agree with what telemetry rend
 from __future__ import annotations
 
 import copy
-import random
 import subprocess
 import sys
 
@@ -15,7 +14,7 @@ from service_incident.generator import PRESETS, generate
 from service_incident.herrings import HERRINGS
 from service_incident.incidents import Incident
 from service_incident.telemetry import Telemetry
-from service_incident.world import HISTORY_MINUTES, World, draws, fault_lead
+from service_incident.world import HISTORY_MINUTES, World, fault_lead
 from service_incident.world.draws import pack
 from service_incident.world.episode import SCALE_UP_FACTOR
 from service_incident.world.lognormal import exceed
@@ -163,20 +162,3 @@ def test_pack_lays_each_values_low_32_bits_in_a_64_bit_lane_of_its_own() -> None
     packed = pack(values)
     assert [(packed >> (64 * lane)) & (2**64 - 1) for lane in range(len(values))] == [v & 0xFFFFFFFF for v in values]
     assert packed >> (64 * len(values)) == 0
-
-
-def test_the_compiled_noise_hashes_every_value_as_the_python_does() -> None:
-    """`_noise.pyx` stands for `mix_in_python`: the same floats for values and offsets of every size and
-    sign, each held modulo 2**32 (what a plan's keys and a minute's offset are)."""
-    compiled = draws.compiled_kernel()
-    if compiled is None:
-        pytest.skip("no compiled kernels in this install: the Python hashes (tests/test_core_kernels.py)")
-    rng = random.Random(7)
-    offsets = [0, 1, -1, 2**32 - 1, 2**32, -(2**40) + 3, 2**70 + 11, draws.wobble_minute(-13)]
-    for size in (0, 1, 2, 5, 30, 75):
-        values = [rng.randrange(-(2**80), 2**80) >> rng.randrange(0, 80) for _ in range(size)]
-        for add in offsets:
-            assert compiled(values, add) == draws.mix_in_python(values, add), (size, add)
-    # Every value a lane can hold, at its edges.
-    edges = [0, 1, 2**31 - 1, 2**31, 2**32 - 1, 2**32, -(2**31), -(2**32) + 1]
-    assert compiled(edges, 5) == draws.mix_in_python(edges, 5)

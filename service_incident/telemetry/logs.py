@@ -248,7 +248,8 @@ def _write(
         draw = unit(iid, service, moment_ms) if who == _KEYED else random_()
         pod = choices[int(draw * len(choices))]
         context["version"] = release
-        # A caller's endpoint: a write fails on a write endpoint, never on a GET.
+        # A caller's endpoint: a write fails on a write endpoint, never on a GET. Any other line's is
+        # `pick`'s draw written out: one call fewer on every line of a view.
         if "write failed" in template:
             context["endpoint"] = _write_endpoint(endpoints, rng)
         else:

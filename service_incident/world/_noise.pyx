@@ -2,7 +2,7 @@
 """The per-minute noise hash in C: `draws.mix_in_python`'s, value for value.
 
 `draws.py` holds the reference in Python, which hashes every value at once on the 64-bit lanes of one
-integer (`mix_lanes`), and uses this one where it was compiled (setup.py); tests/test_world_package.py
+integer (`mix_lanes`), and uses this one where it was compiled (setup.py); tests/test_core_noise.py
 holds the two to the same values. Each step of the hash is an operation on 32 bits that wraps as the
 Python's masks do, and the last, a division by a power of two, is exact in either.
 """
@@ -10,7 +10,7 @@ Python's masks do, and the last, a division by a power of two, is exact in eithe
 from cpython.long cimport PyLong_AsUnsignedLongLongMask
 from libc.stdint cimport uint32_t
 
-# The hash's multipliers, typed: as bare literals Cython could take them as Python ints.
+# The hash's multipliers as unsigned 32-bit words: each product wraps modulo 2**32, as the Python's mask does.
 cdef uint32_t FIRST = 0x2C1B3C6D
 cdef uint32_t SECOND = 0x297A2D39
 

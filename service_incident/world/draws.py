@@ -80,13 +80,17 @@ def pack(values: Sequence[int]) -> int:
     return int.from_bytes(array("Q", [value & _MASK32 for value in values]).tobytes(), sys.byteorder)
 
 
+# The noise hash: each value plus an offset, held modulo 2**32, hashed to a float in [-1, 1).
+MixNoise = Callable[[Sequence[int], int], list[float]]
+
+
 def mix_in_python(values: Sequence[int], add: int) -> list[float]:
     """The hash, in [-1, 1), of each value plus `add`, each held modulo 2**32: every value at once on the
     lanes of one integer. What the compiled kernel (`_noise.pyx`) stands for."""
     return mix_lanes(pack(values), len(values), add)
 
 
-def compiled_kernel() -> Callable[[Sequence[int], int], list[float]] | None:
+def compiled_kernel() -> MixNoise | None:
     """The same hash compiled (setup.py), value by value in C, if this install has it."""
     try:
         from ._noise import mix as compiled
@@ -95,4 +99,4 @@ def compiled_kernel() -> Callable[[Sequence[int], int], list[float]] | None:
     return compiled
 
 
-mix: Callable[[Sequence[int], int], list[float]] = compiled_kernel() or mix_in_python
+mix: MixNoise = compiled_kernel() or mix_in_python
