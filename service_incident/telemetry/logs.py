@@ -210,7 +210,7 @@ def _write(
     by_step: dict[int, tuple[list[Pod], list[Pod], str, int]] = {step: _running(now, context["version"])}
     rendered = []
     process = _process(node.tech, profile.process)
-    endpoints, random_ = profile.endpoints, rng.random
+    random_ = rng.random
     # What a line says before its level, by pod: a pod writes many lines of a view.
     heads: dict[tuple[str, int], str] = {}
     for moment_ms, template, who in placed:
@@ -248,12 +248,7 @@ def _write(
         draw = unit(iid, service, moment_ms) if who == _KEYED else random_()
         pod = choices[int(draw * len(choices))]
         context["version"] = release
-        # A caller's endpoint: a write fails on a write endpoint, never on a GET. Any other line's is
-        # `pick`'s draw written out: one call fewer on every line of a view.
-        if "write failed" in template:
-            context["endpoint"] = _write_endpoint(endpoints, rng)
-        else:
-            context["endpoint"] = endpoints[int(random_() * len(endpoints))]
+        context["endpoint"] = _endpoint(template, profile.endpoints, rng)
         context["uptime"] = f"{max(0, moment_ms // 1000 - pod.started_s) // 3600}h"
         level_, _, message = fill(template, rng, context).partition(" ")
         who_wrote = (pod.name, pod.pid)
@@ -420,10 +415,12 @@ def _expired(world: World, service: str) -> str:
     return format_time(clock(world, began) - timedelta(seconds=spread(5, 55, incident.id, service, "cert")))
 
 
-def _write_endpoint(endpoints: tuple[str, ...], rng: random.Random) -> str:
-    """The endpoint of a line that says a write failed: one that writes."""
-    writes = [e for e in endpoints if not e.startswith("GET")]
-    return pick(rng, writes or ["POST /v1/items"])
+def _endpoint(template: str, endpoints: tuple[str, ...], rng: random.Random) -> str:
+    """A caller's endpoint: a write fails on a write endpoint, never on a GET."""
+    if "write failed" in template:
+        writes = [e for e in endpoints if not e.startswith("GET")]
+        return pick(rng, writes or ["POST /v1/items"])
+    return pick(rng, endpoints)
 
 
 # The process a technology's pods run, where it is not its kind's.
