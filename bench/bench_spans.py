@@ -1,8 +1,8 @@
 """A trace sample's draws: the compiled kernel (`telemetry/_spans.pyx`) against the Python loop it
 stands for, on the samples the expert's trace views draw.
 
-Plays the expert on each task; every trace view it opens is drawn twice more from the same rng state,
-once by each, in turn, and checked to be the same requests. Prints per task the views, the median
+Plays the expert on each task; every trace view it opens is drawn twice more from its key, once by
+each, in turn, and checked to be the same requests. Prints per task the views, the median
 spans a sample draws, each one's median microseconds (the span sources included, as a view pays
 them) and the ratio of the medians (kernel over loop).
     python bench/bench_spans.py [--episodes N] [--tasks ID ...]
@@ -11,7 +11,6 @@ them) and the ratio of the medians (kernel over loop).
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 import time
 
@@ -30,15 +29,12 @@ def measure(task_id: str, episodes: int) -> tuple[list[int], list[float], list[f
     loop_s: list[float] = []
     kernel_s: list[float] = []
 
-    def timed(world: World, service: str, step: int, rng: random.Random) -> list[traces.Request]:
-        state = rng.getstate()
+    def timed(world: World, service: str, step: int, key: str) -> list[traces.Request]:
         traces._span_source(world, service, step)  # the step's states simulated before either is timed
         found = []
         for draw, seconds in ((traces.draw_in_python, loop_s), (kernel, kernel_s)):
-            again = random.Random()
-            again.setstate(state)
             started = time.perf_counter()
-            found.append(draw(world, service, step, again))
+            found.append(draw(world, service, step, key))
             seconds.append(time.perf_counter() - started)
         if found[0] != found[1]:
             raise SystemExit(f"the kernel drew other requests: {world.incident.id} {service} step {step}")

@@ -1,10 +1,10 @@
 """The compiled span draws (`telemetry/_spans.pyx`, setup.py) against the Python loop they stand for
-(`traces.draw_in_python`): the same requests, span for span, from the same rng, on the worlds the
-episodes play and on made-up services that take every branch of the draw."""
+(`traces.draw_in_python`): the same requests, span for span, from the rng one key seeds, on the worlds
+the episodes play, on made-up services that take every branch of the draw, and from keys of every
+length the kernel seeds its own Mersenne Twister from."""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Iterator
 
 import msgspec
@@ -13,23 +13,21 @@ import pytest
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.harness.agents import ExpertAgent
 from service_incident.telemetry import traces
+from service_incident.telemetry.templates import draw_bits, seed_text
 from service_incident.world import Edge, World
 
 KERNEL = traces.compiled_kernel()
 needs_kernel = pytest.mark.skipif(KERNEL is None, reason="the kernel is not compiled in this install")
 
 
-def both(world: World, service: str, step: int, seed: int) -> tuple[bytes, bytes]:
-    """A sample drawn by the Python loop and by the kernel from one rng state, encoded: a float where
-    Python kept an int would compare equal and print otherwise."""
+def both(world: World, service: str, step: int, key: object) -> tuple[bytes, bytes]:
+    """A sample drawn by the Python loop and by the kernel from one key, encoded: a float where Python
+    kept an int would compare equal and print otherwise."""
     assert KERNEL is not None
-    state = random.Random(seed).getstate()
-    found = []
-    for draw in (traces.draw_in_python, KERNEL):
-        rng = random.Random()
-        rng.setstate(state)
-        found.append(msgspec.json.encode(draw(world, service, step, rng)))
-    return found[0], found[1]
+    reference, compiled = (
+        msgspec.json.encode(draw(world, service, step, str(key))) for draw in (traces.draw_in_python, KERNEL)
+    )
+    return reference, compiled
 
 
 def played_worlds() -> Iterator[tuple[World, int]]:
@@ -51,7 +49,8 @@ def test_the_kernel_draws_the_requests_the_python_loop_draws_on_played_worlds() 
     compared = 0
     for world, step in played_worlds():
         for service in world.incident.names:
-            reference, compiled = both(world, service, step, compared)
+            key = seed_text(compared, world.incident.id, service, "traces", step)  # as a view keys its sample
+            reference, compiled = both(world, service, step, key)
             assert compiled == reference, (world.incident.id, service, step)
             statuses.update(span[4] for request in msgspec.json.decode(reference) for span in request["spans"])
             compared += 1
@@ -69,6 +68,7 @@ def made_up(
         operations=operations,
         drawn=tuple("{" in op for op in operations),
         routes=tuple(op.split()[0] for op in operations),
+        bits=tuple(map(draw_bits, operations)),
         p50_ms=12.0,
         sigma=0.9,
         own_errors=tuple(0.2 for _ in operations),
@@ -121,3 +121,24 @@ def test_the_kernel_draws_what_the_python_loop_draws_on_every_branch(
         assert compiled == reference, seed
         statuses.update(span[4] for request in msgspec.json.decode(reference) for span in request["spans"])
     assert {"cancelled", "timeout", "error(upstream timeout)", "error(500)", *shown} <= statuses, statuses
+
+
+@needs_kernel
+@pytest.mark.parametrize(
+    "key",
+    [
+        "",  # no text: the integer seeded from is the SHA-512 alone
+        "\0\0\0 leading zero bytes",  # which the integer does not have: fewer words than bytes
+        "0:inc-7f3a:checkout:traces:12",  # a view's key, as `traces.sample` writes it
+        "-9223372036854775808:" + "é" * 300,  # multi-byte text, a key of some 160 words
+        "k" * 2_600,  # more words than the Mersenne Twister's 624: the seeding wraps round the key
+    ],
+)
+def test_the_kernel_seeds_from_a_key_as_random_does(key: str) -> None:
+    env = ServiceIncidentEnvironment()
+    env.reset(task_id="hard", seed=1)
+    assert env._episode is not None
+    world = env._episode.world
+    for service in world.incident.names:
+        reference, compiled = both(world, service, 0, key)
+        assert compiled == reference, (key[:20], service)

@@ -3,12 +3,17 @@
 
 `traces.py` holds the reference loop in Python and uses this one where it was compiled (setup.py);
 tests/test_core_spans.py holds the two to the same requests. The sample's rng is its own, so its
-Mersenne Twister runs here from the state Python seeded, with CPython's own word and float recipes
-(`genrand_uint32`, `random`, `getrandbits`), and every float operation is Python's, in its order.
+Mersenne Twister runs here, seeded from the sample's key as `random.Random(key)` seeds one (`_seed`),
+with CPython's own word and float recipes (`genrand_uint32`, `random`, `getrandbits`), and every float
+operation is Python's, in its order. (Seeding here spares a view a `Random` and the 625 integers of its
+`getstate`, which cost more than the draws of a small service's sample.)
 """
+
+from hashlib import sha512
 
 from libc.math cimport cos, exp, log, sin, sqrt
 from libc.stdint cimport uint32_t
+from libc.string cimport memcpy
 
 cdef enum:
     N = 624
@@ -21,6 +26,18 @@ cdef uint32_t LOWER_MASK = 0x7fffffff
 cdef uint32_t TEMPER_B = 0x9d2c5680
 cdef uint32_t TEMPER_C = 0xefc60000
 cdef double TWO_PI = 2.0 * 3.141592653589793  # math.pi, as random.gauss has it
+# Where CPython's `init_by_array` starts from, whatever the key (`init_genrand(19650218)`): worked out once.
+cdef uint32_t _START[N]
+
+
+cdef void _init_genrand(uint32_t *mt, uint32_t seed):
+    cdef Py_ssize_t i
+    mt[0] = seed
+    for i in range(1, N):
+        mt[i] = 1812433253 * (mt[i - 1] ^ (mt[i - 1] >> 30)) + <uint32_t>i
+
+
+_init_genrand(_START, 19650218)
 
 
 cdef class _Call:
@@ -43,7 +60,7 @@ cdef class _Sampler:
     cdef uint32_t mt[N]
     cdef int index
     cdef dict sources
-    cdef object source_of, draw_bits
+    cdef object source_of
     cdef double spare
     cdef bint has_spare
     cdef int max_depth
@@ -51,6 +68,37 @@ cdef class _Sampler:
     cdef object pending
     # The status and route of the span `span` drew last, beside the duration it returns.
     cdef object status, route
+
+    cdef void seed(self, str key):
+        """`random.Random(key)`: the key's bytes and their SHA-512 read as one big-endian integer, whose
+        32-bit words, least significant first, seed the state as CPython's `init_by_array` does."""
+        cdef bytes text = key.encode()
+        cdef bytes whole = (text + sha512(text).digest()).lstrip(b"\0")
+        cdef const unsigned char *data = whole
+        cdef Py_ssize_t length = len(whole)
+        cdef Py_ssize_t used = max((length + 3) // 4, 1)
+        cdef Py_ssize_t i, j, k
+        memcpy(self.mt, _START, sizeof(_START))
+        i, j = 1, 0
+        for k in range(max(N, used), 0, -1):
+            self.mt[i] = (
+                (self.mt[i] ^ ((self.mt[i - 1] ^ (self.mt[i - 1] >> 30)) * 1664525)) + _key_word(data, length, j) + <uint32_t>j
+            )
+            i += 1
+            j += 1
+            if i >= N:
+                self.mt[0] = self.mt[N - 1]
+                i = 1
+            if j >= used:
+                j = 0
+        for k in range(N - 1, 0, -1):
+            self.mt[i] = (self.mt[i] ^ ((self.mt[i - 1] ^ (self.mt[i - 1] >> 30)) * 1566083941)) - <uint32_t>i
+            i += 1
+            if i >= N:
+                self.mt[0] = self.mt[N - 1]
+                i = 1
+        self.mt[0] = UPPER_MASK  # CPython's: a state never all zero
+        self.index = N
 
     cdef uint32_t word(self):
         cdef uint32_t y
@@ -105,7 +153,7 @@ cdef class _Sampler:
             found.routes = spec.routes
             found.own_errors = spec.own_errors
             found.count = len(spec.operations)
-            found.bits = tuple([self.draw_bits(t) if d else () for t, d in zip(spec.operations, spec.drawn)])
+            found.bits = spec.bits
             found.p50_ms = spec.p50_ms
             found.sigma = spec.sigma
             found.minor_error = spec.minor_error
@@ -189,6 +237,16 @@ cdef class _Sampler:
         return total
 
 
+cdef inline uint32_t _key_word(const unsigned char *data, Py_ssize_t length, Py_ssize_t j):
+    """Word `j` of a big-endian integer's bytes, counted from the least significant: 0 past its top."""
+    cdef Py_ssize_t end = length - 4 * j
+    cdef Py_ssize_t k
+    cdef uint32_t value = 0
+    for k in range(max(end - 4, 0), end):
+        value = (value << 8) | data[k]
+    return value
+
+
 cdef _Call _call(object edge):
     cdef _Call call = _Call.__new__(_Call)
     call.dep = edge.dep
@@ -199,28 +257,23 @@ cdef _Call _call(object edge):
 
 
 def draw_requests(
-    object rng,
+    str key,
     str service,
     int count,
     object source_of,
-    object draw_bits,
     object request,
     int max_depth,
     double partner_share,
     object pending,
 ):
-    """`count` requests through `service`, drawn from `rng` as `traces.sample` draws them; `rng` is left
-    as it was (the sample's rng is its own and read no further)."""
+    """`count` requests through `service`, drawn from the rng `random.Random(key)` as
+    `traces.draw_in_python` draws them."""
     cdef _Sampler sampler = _Sampler.__new__(_Sampler)
     cdef int i
     cdef double total
-    state = rng.getstate()[1]  # getstate(): (version, the 624 words and their index, gauss spare)
-    for i in range(N):
-        sampler.mt[i] = state[i]
-    sampler.index = state[N]
+    sampler.seed(key)
     sampler.sources = {}
     sampler.source_of = source_of
-    sampler.draw_bits = draw_bits
     sampler.has_spare = False
     sampler.max_depth = max_depth
     sampler.partner_share = partner_share

@@ -40,7 +40,12 @@ def level(line: str) -> str:
 
 
 def rng_for(seed: int, *key: object) -> random.Random:
-    return random.Random(":".join(map(str, (seed, *key))))
+    return random.Random(seed_text(seed, *key))
+
+
+def seed_text(seed: int, *key: object) -> str:
+    """The text a keyed rng is seeded from: an episode's seed and what the draws are for."""
+    return ":".join(map(str, (seed, *key)))
 
 
 def pick(rng: RandomSource, options: tuple[str, ...] | list[str]) -> str:
@@ -106,8 +111,12 @@ def fill(template: str, rng: RandomSource, context: dict[str, str]) -> str:
     return "".join([piece(rng, context) for piece in _compile(template)])
 
 
+# What `fill` draws for a template, field by field (`draw_bits`).
+Bits = tuple[int | None, ...]
+
+
 @cache
-def draw_bits(template: str) -> tuple[int | None, ...]:
+def draw_bits(template: str) -> Bits:
     """What `fill` draws for a template, field by field: the bits of a {hex} field, None for a field that
     takes one `random()`. Named fields draw nothing, unless their text does ({endpoint})."""
     return tuple(

@@ -9,6 +9,7 @@ import math
 import random
 from collections.abc import Callable
 from functools import cache
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -19,7 +20,7 @@ from ..world.lognormal import Z99
 from .endpoints import fails_writes, on_path, operations, own_error, request_templates, route, routes
 from .escalation import partner_call
 from .jobs import minor_job
-from .templates import Taken, draw_bits, replay, rng_for, take
+from .templates import Bits, Taken, draw_bits, replay, seed_text, take
 
 if TYPE_CHECKING:
     from .state import TelemetryState
@@ -45,13 +46,14 @@ Operation = str | tuple[str, Taken]
 _Span = tuple[int, str, Operation, float, str]
 # What a span holds until its children are drawn: nothing reads it before it is replaced.
 _PENDING: _Span = (0, "", "", 0.0, "ok")
-# Draws the requests of one sample (a service at a step) from the sample's rng.
-DrawSample = Callable[[World, str, int, random.Random], list["Request"]]
+# Draws the requests of one sample (a service at a step) from the rng its key seeds (`random.Random(key)`).
+DrawSample = Callable[[World, str, int, str], list["Request"]]
 # Draws a span of a service, at a depth, into a request's spans, called over an edge (None at the entry).
 _DrawSpan = Callable[[str, int, list[_Span], Edge | None], tuple[float, str, str]]
 # The statuses of a call the caller gave up on.
 _GAVE_UP = ("timeout", "cancelled")
 _TWO_PI = 2.0 * math.pi  # as random.gauss has it
+_TOTAL_MS = attrgetter("total_ms")
 # Services that call an outside party (a provider or partner) on some of their requests, as a client
 # span of their own under the request's span, taking part of its own time.
 PARTNER_CALLERS = frozenset((*APP_KINDS, "gateway"))
@@ -66,6 +68,7 @@ class _SpanSource(msgspec.Struct, frozen=True, gc=False):
     operations: tuple[str, ...]
     drawn: tuple[bool, ...]  # whether each operation has parts to draw
     routes: tuple[str, ...]  # each operation's route
+    bits: tuple[Bits, ...]  # what each operation draws (`draw_bits`)
     p50_ms: float
     sigma: float
     own_errors: tuple[float, ...]  # each operation's share failing of the service's own doing
@@ -90,6 +93,7 @@ class Request(msgspec.Struct, frozen=True):
 
     @property
     def failed(self) -> bool:
+        # The views below read `status` against "ok" themselves: a view reads it for every request, thrice.
         return self.status != "ok"
 
 
@@ -110,7 +114,8 @@ def traces(
     # A background job's runs are no endpoint's requests: rows of their own, after the endpoints'.
     jobs = tuple(dict.fromkeys(r.route for r in shown if r.route not in known)) if endpoint is None else ()
     lines += breakdown(shown, known if endpoint is None else (endpoint,), errors_only, jobs)
-    ok = sorted((r for r in shown if not r.failed), key=lambda r: -r.total_ms)
+    # Slowest first; stable, so of equal durations the one drawn first.
+    ok = sorted([r for r in shown if r.status == "ok"], key=_TOTAL_MS, reverse=True)
     if errors_only:
         ordinary = []
     elif endpoint is not None:
@@ -136,7 +141,7 @@ def operation(op: Operation) -> str:
 def failed_shown(requests: list[Request]) -> list[Request]:
     """The failed requests a view shows, in the order drawn: the first of each route that failed before a
     second of any, so a background job's failing runs do not hide the failing requests of an endpoint."""
-    failed = [r for r in requests if r.failed]
+    failed = [r for r in requests if r.status != "ok"]
     rank: dict[str, int] = {}
     order = []
     for index, request in enumerate(failed):
@@ -158,33 +163,37 @@ def breakdown(
     failed, and their p99 (nearest rank).
 
     A function of the sampled requests alone, so it reads the same for any service they came from."""
-    on: dict[str, list[Request]] = {}
+    durations: dict[str, list[float]] = {}
+    failures: dict[str, int] = {}
     for request in requests:
-        on.setdefault(request.route, []).append(request)
+        route_ = request.route
+        durations.setdefault(route_, []).append(request.total_ms)
+        if request.status != "ok":
+            failures[route_] = failures.get(route_, 0) + 1
     lines = []
     for name, (row, counted) in [
         *((e, ("endpoint", "requests")) for e in endpoints),
         *((j, ("job", "runs")) for j in jobs),
     ]:
-        mine = on.get(name, [])
-        durations = sorted(r.total_ms for r in mine)
-        failed = sum(r.failed for r in mine)
+        mine = sorted(durations.get(name, ()))
+        failed = failures.get(name, 0)
         if errors_only and not failed:
             continue
-        p99 = f"p99 {durations[math.ceil(0.99 * len(durations)) - 1]:.0f} ms" if durations else "p99 -"
-        lines.append(f"{row} {name}: {len(durations)} {counted}, {failed} failed, {p99}")
+        p99 = f"p99 {mine[math.ceil(0.99 * len(mine)) - 1]:.0f} ms" if mine else "p99 -"
+        lines.append(f"{row} {name}: {len(mine)} {counted}, {failed} failed, {p99}")
     return lines
 
 
 def sample(state: TelemetryState, service: str, step: int) -> list[Request]:
     """The requests through a service the sampler searched at a step, in the order they were drawn."""
     world = state.world
-    rng = rng_for(state.seed, world.incident.id, service, "traces", step)
-    return draw(world, service, step, rng)
+    return draw(world, service, step, seed_text(state.seed, world.incident.id, service, "traces", step))
 
 
-def draw_in_python(world: World, service: str, step: int, rng: random.Random) -> list[Request]:
-    """A sample's requests, drawn by the loop below: what the compiled kernel (`_spans.pyx`) stands for."""
+def draw_in_python(world: World, service: str, step: int, key: str) -> list[Request]:
+    """A sample's requests, drawn by the loop below from the rng its key seeds: what the compiled kernel
+    (`_spans.pyx`) stands for."""
+    rng = random.Random(key)
     span = _span_drawer(world, step, rng)
     drawn = []
     for _ in range(TRACE_CANDIDATES):
@@ -201,13 +210,11 @@ def compiled_kernel() -> DrawSample | None:
     except ImportError:  # an install without a C compiler: the Python loop draws
         return None
 
-    def draw_compiled(world: World, service: str, step: int, rng: random.Random) -> list[Request]:
+    def draw_compiled(world: World, service: str, step: int, key: str) -> list[Request]:
         def source(name: str) -> _SpanSource:
             return _span_source(world, name, step)
 
-        return draw_requests(
-            rng, service, TRACE_CANDIDATES, source, draw_bits, Request, TRACE_DEPTH, PARTNER_SHARE, _PENDING
-        )
+        return draw_requests(key, service, TRACE_CANDIDATES, source, Request, TRACE_DEPTH, PARTNER_SHARE, _PENDING)
 
     return draw_compiled
 
@@ -226,16 +233,17 @@ def own_mean_ms(state: ServiceState) -> float:
 
 
 @cache
-def _operations(kind: str) -> tuple[tuple[str, ...], tuple[bool, ...], tuple[str, ...]]:
-    """A kind's operation templates, whether each has parts to draw, and each one's route."""
+def _operations(kind: str) -> tuple[tuple[str, ...], tuple[bool, ...], tuple[str, ...], tuple[Bits, ...]]:
+    """A kind's operation templates, whether each has parts to draw, each one's route and its draws."""
     templates = operations(kind)
-    return templates, tuple("{" in template for template in templates), tuple(map(route, templates))
+    drawn = tuple("{" in template for template in templates)
+    return templates, drawn, tuple(map(route, templates)), tuple(map(draw_bits, templates))
 
 
 def _span_source(world: World, service: str, step: int) -> _SpanSource:
     node = world.plan.by_name[service]
     state = world.states_at(step)[service]
-    templates, drawn, routes_ = _operations(node.kind)
+    templates, drawn, routes_, bits = _operations(node.kind)
     sigma = own_sigma(state)
     own = own_error(state)
     own_errors = (own,) * len(templates)
@@ -251,6 +259,7 @@ def _span_source(world: World, service: str, step: int) -> _SpanSource:
         operations=templates,
         drawn=drawn,
         routes=routes_,
+        bits=bits,
         p50_ms=state.self_p50_ms,
         sigma=sigma,
         own_errors=own_errors,
