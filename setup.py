@@ -3,9 +3,10 @@
 Each kernel is a `.pyx` beside the Python it stands for, which draws and computes the same:
 `telemetry/_spans.pyx` a trace sample's span draws (`traces.draw_in_python`) and `world/_minute.pyx`
 every service's state in a simulated minute (`simulation._minute_states`), operation for operation;
-`world/_noise.pyx` the per-minute noise hash (`draws.mix_in_python`), value for value.
-tests/test_core_spans.py, tests/test_core_minute.py and tests/test_core_noise.py hold each to its
-Python. The extensions are optional: where no C compiler is at hand the package installs without them,
+`world/_noise.pyx` the per-minute noise hash (`draws.mix_in_python`), value for value;
+`world/_decimals.pyx` rounding to decimals (`decimals.round_in_python`, `decimals.significant_in_python`),
+float for float. tests/test_core_spans.py, tests/test_core_minute.py, tests/test_core_noise.py and
+tests/test_core_decimals.py hold each to its Python. The extensions are optional: where no C compiler is at hand the package installs without them,
 and the Python computes the same, only slower.
 
 The core's hot modules (`compiled.MODULES`) are compiled too, as they stand: the same Python, run by C rather
@@ -51,7 +52,12 @@ def optional_extension(module: str, suffix: str) -> Extension:
 
 KERNELS = [
     optional_extension(name, ".pyx")
-    for name in ("service_incident.telemetry._spans", "service_incident.world._minute", "service_incident.world._noise")
+    for name in (
+        "service_incident.telemetry._spans",
+        "service_incident.world._minute",
+        "service_incident.world._noise",
+        "service_incident.world._decimals",
+    )
 ]
 MODULES = [optional_extension(name, ".py") for name in COMPILED.MODULES]
 # Python's semantics where Cython's defaults differ: an integer power of integers stays an integer,

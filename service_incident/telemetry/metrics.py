@@ -12,6 +12,7 @@ import msgspec
 
 from ..models import ERRORS_ONLY_FLOOR, EndpointMetrics, MetricPoint, Metrics
 from ..world import HISTORY_MINUTES, ServiceState, World
+from ..world.decimals import round_to, significant
 from ..world.draws import WOBBLE_CHANNEL, WOBBLE_KEY, Draws, mix, wobble_minute
 from .clock import minute as minute_of  # "minute" names a step throughout this module
 from .endpoints import fails_writes, on_path, own_error, request_templates, route
@@ -33,11 +34,6 @@ def lagged(world: World, step: int) -> int:
     return max(0, step - world.incident.metrics_lag)
 
 
-def significant(value: float) -> float:
-    """A ratio as dashboards print it: four significant digits."""
-    return float(f"{value:.4g}")
-
-
 def metrics(state: TelemetryState, service: str, step: int) -> Metrics:
     """The golden signals now (as of the metrics pipeline's lag) and their history by minute."""
     state.follow()
@@ -48,7 +44,7 @@ def metrics(state: TelemetryState, service: str, step: int) -> Metrics:
     service_state = world.states_at(last)[service]
     rng = rng_for(state.seed, world.incident.id, service, "p50", last)
     return Metrics(
-        p50_ms=float(round(service_state.p50_ms * (1.0 + rng.uniform(-METRIC_NOISE, METRIC_NOISE)), 1)),
+        p50_ms=round_to(service_state.p50_ms * (1.0 + rng.uniform(-METRIC_NOISE, METRIC_NOISE)), 1),
         p99_ms=now.p99_ms,
         error_rate=now.error_rate,
         rps=now.rps,
@@ -151,9 +147,9 @@ def _row(
     return EndpointMetrics(
         endpoint,
         work,
-        float(round(rps * (1.0 + (_NOISE_LOW + _NOISE_WIDTH * random_())), 2)),
+        round_to(rps * (1.0 + (_NOISE_LOW + _NOISE_WIDTH * random_())), 2),
         significant(min(1.0, error * (1.0 + (_NOISE_LOW + _NOISE_WIDTH * random_())))),
-        float(round(p99 * (1.0 + (_NOISE_LOW + _NOISE_WIDTH * random_())))),
+        round_to(p99 * (1.0 + (_NOISE_LOW + _NOISE_WIDTH * random_())), 0),
     )
 
 
@@ -200,11 +196,11 @@ def _point(
     """One minute of a service's signals (stamped `at`), each with its own noise."""
     return MetricPoint(
         at,
-        float(round(service_state.p99_ms * (1.0 + METRIC_NOISE * p99))),
+        round_to(service_state.p99_ms * (1.0 + METRIC_NOISE * p99), 0),
         significant(min(1.0, service_state.error_rate * (1.0 + METRIC_NOISE * error_rate))),
-        float(round(service_state.rps * (1.0 + METRIC_NOISE * rps), 1)),
-        round(min(100.0, service_state.cpu_pct * (1.0 + METRIC_NOISE * cpu)), 1),
-        round(min(100.0, service_state.memory_pct * (1.0 + METRIC_NOISE * memory)), 1),
+        round_to(service_state.rps * (1.0 + METRIC_NOISE * rps), 1),
+        round_to(min(100.0, service_state.cpu_pct * (1.0 + METRIC_NOISE * cpu)), 1),
+        round_to(min(100.0, service_state.memory_pct * (1.0 + METRIC_NOISE * memory)), 1),
     )
 
 

@@ -22,8 +22,9 @@ from ..world import (
     spread,
     unit,
 )
+from ..world.decimals import round_to, significant
 from .clock import clock, format_time, parse_time
-from .metrics import lagged, significant
+from .metrics import lagged
 
 if TYPE_CHECKING:
     from .state import TelemetryState
@@ -325,4 +326,4 @@ def _disk_alert(
 
 
 def _tenths(value: float) -> float:
-    return round(value, 1)
+    return round_to(value, 1)
