@@ -6,8 +6,8 @@ every service's state in a simulated minute (`simulation._minute_states`), opera
 `world/_noise.pyx` the per-minute noise hash (`draws.mix_in_python`), value for value;
 `world/_decimals.pyx` rounding to decimals (`decimals.round_in_python`, `decimals.significant_in_python`),
 float for float. tests/test_core_spans.py, tests/test_core_minute.py, tests/test_core_noise.py and
-tests/test_core_decimals.py hold each to its Python. The extensions are optional: where no C compiler is at hand the package installs without them,
-and the Python computes the same, only slower.
+tests/test_core_decimals.py hold each to its Python. The extensions are optional: where no C compiler
+is at hand the package installs without them, and the Python computes the same, only slower.
 
 The core's hot modules (`compiled.MODULES`) are compiled too, as they stand: the same Python, run by C rather
 than by the interpreter. The build records the hash of each source it compiled

@@ -1,7 +1,7 @@
 """The compiled span draws (`telemetry/_spans.pyx`, setup.py) against the Python loop they stand for
 (`traces.draw_in_python`): the same requests, span for span, from the rng one key seeds, on the worlds
-the episodes play, on made-up services that take every branch of the draw, and from keys of every
-length the kernel seeds its own Mersenne Twister from."""
+the episodes play, on made-up services that take every branch of the draw, and from keys of several
+lengths and makes, which the kernel seeds its own Mersenne Twister from."""
 
 from __future__ import annotations
 
@@ -128,9 +128,10 @@ def test_the_kernel_draws_what_the_python_loop_draws_on_every_branch(
     "key",
     [
         "",  # no text: the integer seeded from is the SHA-512 alone
-        "\0\0\0 leading zero bytes",  # which the integer does not have: fewer words than bytes
+        "\0\0\0 leading zero bytes",  # which the integer does not have: dropped before its words are counted
+        "\0" * 207,  # zero bytes, and a SHA-512 of them that starts with one: dropped into the digest
         "0:inc-7f3a:checkout:traces:12",  # a view's key, as `traces.sample` writes it
-        "-9223372036854775808:" + "é" * 300,  # multi-byte text, a key of some 160 words
+        "-9223372036854775808:" + "é" * 300,  # multi-byte text, a key of 172 words
         "k" * 2_600,  # more words than the Mersenne Twister's 624: the seeding wraps round the key
     ],
 )

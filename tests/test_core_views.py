@@ -125,7 +125,7 @@ def test_traces_break_down_every_sampled_request_by_its_endpoint() -> None:
             assert sum(count for count, _, _ in rows.values()) + sum(runs.values()) == len(requests) == TRACE_CANDIDATES
             for endpoint, (count, failed, p99) in rows.items():
                 mine = sorted(r.total_ms for r in requests if r.route == endpoint)
-                assert failed == sum(r.failed for r in requests if r.route == endpoint) <= count == len(mine)
+                assert failed == sum(r.status != "ok" for r in requests if r.route == endpoint) <= count == len(mine)
                 assert p99 == (f"{mine[math.ceil(0.99 * len(mine)) - 1]:.0f}" if mine else "-")
             # A trace's entry span is on the endpoint it is counted under, or is a run of one of the
             # service's background jobs, which no request waits on and the breakdown of requests leaves out.
@@ -153,18 +153,20 @@ def test_one_endpoint_and_failures_only_keep_the_view_short() -> None:
         _, entry = _start(env, seed)
         telemetry = env._episode.telemetry  # type: ignore[union-attr]
         requests = sample(telemetry.state, entry, 0)
-        if len({r.route for r in requests if r.failed}) > 1:
+        if len({r.route for r in requests if r.status != "ok"}) > 1:
             break
     kind = telemetry.world.plan.by_name[entry].kind
     whole = telemetry.traces(entry, 0)
     assert len(_traces(whole)) == FAILED_SHOWN + 2  # the first failed, the slowest and the fastest
 
-    endpoint = max(routes(kind), key=lambda e: sum(r.failed for r in requests if r.route == e))
+    endpoint = max(routes(kind), key=lambda e: sum(r.status != "ok" for r in requests if r.route == e))
     one = telemetry.traces(entry, 0, Scope(endpoint=endpoint))
     assert list(_rows(one)) == [endpoint] and _rows(one)[endpoint] == _rows(whole)[endpoint]
     mine = [r for r in requests if r.route == endpoint]
-    slowest = max((r for r in mine if not r.failed), key=lambda r: r.total_ms)
-    assert [trace[0] for trace in _traces(one)] == [_heading(r) for r in [*[r for r in mine if r.failed][:2], slowest]]
+    slowest = max((r for r in mine if r.status == "ok"), key=lambda r: r.total_ms)
+    assert [trace[0] for trace in _traces(one)] == [
+        _heading(r) for r in [*[r for r in mine if r.status != "ok"][:2], slowest]
+    ]
 
     failed = telemetry.traces(entry, 0, Scope(errors_only=True))
     assert failed.splitlines()[0] == f"sampled {TRACE_CANDIDATES} requests; shown: failed requests only"
@@ -174,7 +176,7 @@ def test_one_endpoint_and_failures_only_keep_the_view_short() -> None:
     assert len(failed.splitlines()) < len(whole.splitlines())
 
     both = telemetry.traces(entry, 0, Scope(endpoint, errors_only=True))
-    assert [trace[0] for trace in _traces(both)] == [_heading(r) for r in mine if r.failed][:FAILED_SHOWN]
+    assert [trace[0] for trace in _traces(both)] == [_heading(r) for r in mine if r.status != "ok"][:FAILED_SHOWN]
     assert len(both.splitlines()) < len(one.splitlines())
 
 
@@ -216,7 +218,7 @@ def test_a_background_jobs_failing_runs_count_as_its_runs_never_as_an_endpoints_
             kind = world.plan.by_name[service].kind
             assert sum(row[0] for row in rows.values()) == len(requests) - len(runs)
             assert set(rows) <= set(routes(kind))
-            failed = sum(r.failed for r in runs)
+            failed = sum(r.status != "ok" for r in runs)
             assert f"job {job}: {len(runs)} runs, {failed} failed, p99 " in text
             checked += 1
     assert checked >= 3

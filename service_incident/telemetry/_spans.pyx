@@ -1,9 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=False
-"""The span draws of a trace sample in C: `traces.sample`'s loop, draw for draw.
+"""The span draws of a trace sample in C: `traces.draw_in_python`'s loop, draw for draw.
 
 `traces.py` holds the reference loop in Python and uses this one where it was compiled (setup.py);
 tests/test_core_spans.py holds the two to the same requests. The sample's rng is its own, so its
-Mersenne Twister runs here, seeded from the sample's key as `random.Random(key)` seeds one (`_seed`),
+Mersenne Twister runs here, seeded from the sample's key as `random.Random(key)` seeds one (`seed`),
 with CPython's own word and float recipes (`genrand_uint32`, `random`, `getrandbits`), and every float
 operation is Python's, in its order. (Seeding here spares a view a `Random` and the 625 integers of its
 `getstate`, which cost more than the draws of a small service's sample.)
@@ -30,7 +30,7 @@ cdef double TWO_PI = 2.0 * 3.141592653589793  # math.pi, as random.gauss has it
 cdef uint32_t _START[N]
 
 
-cdef void _init_genrand(uint32_t *mt, uint32_t seed):
+cdef void _init_genrand(uint32_t *mt, uint32_t seed) noexcept:
     cdef Py_ssize_t i
     mt[0] = seed
     for i in range(1, N):
@@ -82,7 +82,9 @@ cdef class _Sampler:
         i, j = 1, 0
         for k in range(max(N, used), 0, -1):
             self.mt[i] = (
-                (self.mt[i] ^ ((self.mt[i - 1] ^ (self.mt[i - 1] >> 30)) * 1664525)) + _key_word(data, length, j) + <uint32_t>j
+                (self.mt[i] ^ ((self.mt[i - 1] ^ (self.mt[i - 1] >> 30)) * 1664525))
+                + _key_word(data, length, j)
+                + <uint32_t>j
             )
             i += 1
             j += 1
@@ -100,7 +102,7 @@ cdef class _Sampler:
         self.mt[0] = UPPER_MASK  # CPython's: a state never all zero
         self.index = N
 
-    cdef uint32_t word(self):
+    cdef uint32_t word(self) noexcept:
         cdef uint32_t y
         cdef int kk
         if self.index >= N:
@@ -121,7 +123,7 @@ cdef class _Sampler:
         y ^= y >> 18
         return y
 
-    cdef double random(self):
+    cdef double random(self) noexcept:
         cdef uint32_t a = self.word() >> 5
         cdef uint32_t b = self.word() >> 6
         return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0)
@@ -237,7 +239,7 @@ cdef class _Sampler:
         return total
 
 
-cdef inline uint32_t _key_word(const unsigned char *data, Py_ssize_t length, Py_ssize_t j):
+cdef inline uint32_t _key_word(const unsigned char *data, Py_ssize_t length, Py_ssize_t j) noexcept:
     """Word `j` of a big-endian integer's bytes, counted from the least significant: 0 past its top."""
     cdef Py_ssize_t end = length - 4 * j
     cdef Py_ssize_t k

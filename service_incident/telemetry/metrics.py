@@ -149,6 +149,7 @@ def _row(
         work,
         round_to(rps * (1.0 + (_NOISE_LOW + _NOISE_WIDTH * random_())), 2),
         significant(min(1.0, error * (1.0 + (_NOISE_LOW + _NOISE_WIDTH * random_())))),
+        # To whole milliseconds: a p99 is never negative, so never rounds to -0.0 as round_to would keep it.
         round_to(p99 * (1.0 + (_NOISE_LOW + _NOISE_WIDTH * random_())), 0),
     )
 
@@ -196,7 +197,7 @@ def _point(
     """One minute of a service's signals (stamped `at`), each with its own noise."""
     return MetricPoint(
         at,
-        round_to(service_state.p99_ms * (1.0 + METRIC_NOISE * p99), 0),
+        round_to(service_state.p99_ms * (1.0 + METRIC_NOISE * p99), 0),  # whole ms, never -0.0
         significant(min(1.0, service_state.error_rate * (1.0 + METRIC_NOISE * error_rate))),
         round_to(service_state.rps * (1.0 + METRIC_NOISE * rps), 1),
         round_to(min(100.0, service_state.cpu_pct * (1.0 + METRIC_NOISE * cpu)), 1),

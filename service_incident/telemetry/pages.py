@@ -212,7 +212,7 @@ def _stale_alerts(state: TelemetryState) -> list[Alert]:
         for index, distraction in enumerate(incident.distractions):
             if HERRINGS[distraction.kind].stale_page:
                 strength = distraction_strength(distraction, incident.id, index)
-                value = round(80.0 + 12.0 * strength, 1)
+                value = round_to(80.0 + 12.0 * strength, 1)
                 since = started - timedelta(minutes=_chronic_minutes(incident.id, index, "stale"))
                 found.append(_disk_alert(world, distraction.service, value, value, since, "firing"))
         state.stale_alerts = found
@@ -269,7 +269,7 @@ def _full_volumes(world: World, step: int) -> list[Alert]:
         def filled(at: int, index: int = index, healed: int | None = healed) -> float:
             # The volume has room from the minute its fix lands, as the database's diagnostics say.
             strength = world.strengths(at)[index] if healed is None or at < healed else 0.0
-            return round(min(100.0, 84.0 + 16.0 * strength), 1) if strength > 0.0 else 0.0
+            return round_to(min(100.0, 84.0 + 16.0 * strength), 1) if strength > 0.0 else 0.0
 
         value = filled(step)
         # The peak since the page never falls; a freed volume reads what the database reports.

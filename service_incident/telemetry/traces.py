@@ -91,11 +91,6 @@ class Request(msgspec.Struct, frozen=True):
     trace_id: int
     spans: list[_Span]
 
-    @property
-    def failed(self) -> bool:
-        # The views below read `status` against "ok" themselves: a view reads it for every request, thrice.
-        return self.status != "ok"
-
 
 def traces(
     state: TelemetryState, service: str, step: int, endpoint: str | None = None, errors_only: bool = False

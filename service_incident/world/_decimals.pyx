@@ -4,9 +4,10 @@
 Python rounds through decimal text, correctly: the decimal nearest the value (of equal ones, the even),
 then the float nearest that decimal. Here the value is scaled by a power of ten (exact up to 10**22),
 rounded to an integer, and scaled back by one correctly rounded division or product, which is the float
-nearest that decimal. Scaling rounds too, by at most half a unit in the last place: where the scaled
-value lies within a few units of halfway between two integers, that could change which integer is
-nearest, so those values (ties, mostly), and any out of the range where this holds, go to Python.
+nearest that decimal. Scaling rounds too, but never across a half: below 2**52 every n + 1/2 is a
+float, and rounding to nearest keeps order, so a scaled value off a half lies on the side of it its
+exact value does, and has its nearest integer. A scaled value exactly on a half may be a tie or may
+have been rounded onto it, and goes to Python, as does any value out of the range where this holds.
 """
 
 from libc.math cimport fabs, floor, isfinite, log10, rint
@@ -17,16 +18,15 @@ cdef int _k
 POWERS[0] = 1.0
 for _k in range(1, 23):
     POWERS[_k] = POWERS[_k - 1] * 10.0
-# How far from halfway a scaled value must lie, relative to its size, to round as its exact value does:
-# scaling errs by half a unit in the last place (2**-53 relatively), with room to spare.
-cdef double MARGIN = 4.0 / 9007199254740992.0
-# Below this size a scaled value's integer part and its error are exact in a double.
-cdef double EXACT = 4503599627370496.0  # 2**52
+# Below this size every n + 1/2 is a float, so scaling cannot round a value across one.
+cdef double HALVES_EXACT = 4503599627370496.0  # 2**52
 cdef int SIGNIFICANT_DIGITS = 4
 
 
-cdef inline bint _clear_of_halfway(double scaled, double nearest):
-    return fabs(fabs(scaled - nearest) - 0.5) > fabs(scaled) * MARGIN
+cdef inline bint _off_halfway(double scaled, double nearest) noexcept:
+    """Whether a scaled value (below 2**52) lies off the half between two integers: its distance to the
+    nearest is then exact, and not a half."""
+    return fabs(scaled - nearest) != 0.5
 
 
 def round_to(double value, int digits):
@@ -35,9 +35,9 @@ def round_to(double value, int digits):
     if 0 <= digits <= 22 and isfinite(value):
         scale = POWERS[digits]
         scaled = value * scale
-        if fabs(scaled) < EXACT:
+        if fabs(scaled) < HALVES_EXACT:
             nearest = rint(scaled)
-            if _clear_of_halfway(scaled, nearest):
+            if _off_halfway(scaled, nearest):
                 return nearest / scale
     return round(value, digits)
 
@@ -59,12 +59,12 @@ def significant(double value):
             scaled = _scaled(value, shift)
         if -22 <= shift <= 22 and 1000.0 <= scaled <= 10000.0:
             nearest = rint(scaled)
-            if _clear_of_halfway(scaled, nearest):
+            if _off_halfway(scaled, nearest):
                 return nearest / POWERS[shift] if shift >= 0 else nearest * POWERS[-shift]
     return float(f"{value:.4g}")
 
 
-cdef inline double _scaled(double value, int shift):
+cdef inline double _scaled(double value, int shift) noexcept:
     """value * 10**shift, rounded once; 0 where 10**shift is not exact (the caller then asks Python)."""
     if 0 <= shift <= 22:
         return value * POWERS[shift]
