@@ -66,7 +66,6 @@ def made_up(
     source = traces._SpanSource(
         edges=edges,
         operations=operations,
-        drawn=tuple("{" in op for op in operations),
         routes=tuple(op.split()[0] for op in operations),
         bits=tuple(map(draw_bits, operations)),
         p50_ms=12.0,

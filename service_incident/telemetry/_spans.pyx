@@ -50,7 +50,7 @@ cdef class _Call:
 cdef class _Source:
     """A service's `_SpanSource`, read once per sample."""
 
-    cdef tuple calls, operations, drawn, routes, own_errors, bits
+    cdef tuple calls, operations, routes, own_errors, bits
     cdef Py_ssize_t count
     cdef double p50_ms, sigma, minor_error, call_error
     cdef object failure, minor_failure, minor_job, partner_op, partner_failure
@@ -151,7 +151,6 @@ cdef class _Sampler:
             found = _Source.__new__(_Source)
             found.calls = tuple([_call(edge) for edge in spec.edges])
             found.operations = spec.operations
-            found.drawn = spec.drawn
             found.routes = spec.routes
             found.own_errors = spec.own_errors
             found.count = len(spec.operations)
@@ -179,8 +178,10 @@ cdef class _Sampler:
         cdef Py_ssize_t index, later
         cdef bint calls, failed
         cdef _Call child
+        cdef tuple bits
         template = source.operations[choice]
-        op = (template, self.take(source.bits[choice])) if source.drawn[choice] else template
+        bits = source.bits[choice]
+        op = (template, self.take(bits)) if bits else template
         if self.has_spare:
             z = self.spare
             self.has_spare = False

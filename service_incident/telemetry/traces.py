@@ -66,9 +66,8 @@ class _SpanSource(msgspec.Struct, frozen=True, gc=False):
 
     edges: tuple[Edge, ...]  # the calls it makes
     operations: tuple[str, ...]
-    drawn: tuple[bool, ...]  # whether each operation has parts to draw
     routes: tuple[str, ...]  # each operation's route
-    bits: tuple[Bits, ...]  # what each operation draws (`draw_bits`)
+    bits: tuple[Bits, ...]  # what each operation draws (`draw_bits`): none for one written as it stands
     p50_ms: float
     sigma: float
     own_errors: tuple[float, ...]  # each operation's share failing of the service's own doing
@@ -228,17 +227,16 @@ def own_mean_ms(state: ServiceState) -> float:
 
 
 @cache
-def _operations(kind: str) -> tuple[tuple[str, ...], tuple[bool, ...], tuple[str, ...], tuple[Bits, ...]]:
-    """A kind's operation templates, whether each has parts to draw, each one's route and its draws."""
+def _operations(kind: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[Bits, ...]]:
+    """A kind's operation templates, each one's route and its draws."""
     templates = operations(kind)
-    drawn = tuple("{" in template for template in templates)
-    return templates, drawn, tuple(map(route, templates)), tuple(map(draw_bits, templates))
+    return templates, tuple(map(route, templates)), tuple(map(draw_bits, templates))
 
 
 def _span_source(world: World, service: str, step: int) -> _SpanSource:
     node = world.plan.by_name[service]
     state = world.states_at(step)[service]
-    templates, drawn, routes_, bits = _operations(node.kind)
+    templates, routes_, bits = _operations(node.kind)
     sigma = own_sigma(state)
     own = own_error(state)
     own_errors = (own,) * len(templates)
@@ -252,7 +250,6 @@ def _span_source(world: World, service: str, step: int) -> _SpanSource:
     return _SpanSource(
         edges=node.edges,
         operations=templates,
-        drawn=drawn,
         routes=routes_,
         bits=bits,
         p50_ms=state.self_p50_ms,
@@ -287,7 +284,7 @@ def _span_drawer(world: World, step: int, rng: random.Random) -> _DrawSpan:  # n
             source = sources[service] = _span_source(world, service, step)
         choice = int(random_() * len(source.operations))
         template = source.operations[choice]
-        op: Operation = (template, take(template, rng)) if source.drawn[choice] else template
+        op: Operation = (template, take(template, rng)) if source.bits[choice] else template
         # rng.gauss(0.0, sigma) written out, its cached second value included: the same draws, without
         # the cost of a call in Python on every span.
         nonlocal spare
