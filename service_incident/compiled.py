@@ -23,32 +23,45 @@ from importlib.util import spec_from_file_location
 from pathlib import Path
 from types import ModuleType
 
-# The modules that take nearly all of a reset's and a step's time (py-spy, by file: docs/measurement.md),
-# which setup.py compiles.
+# The modules a reset and a step run (py-spy by file, and cProfile for those left interpreted:
+# docs/measurement.md), which setup.py compiles.
 PACKAGE = "service_incident"
 MODULES = tuple(
     f"{PACKAGE}.{name}"
     for name in (
         "environment",
+        "faults",
         "generator",
+        "herrings",
+        "incidents",
+        "scoring.ledger",
         "scoring.postmortem",
+        "scoring.remedies",
         "scoring.rewards",
         "scoring.score",
         "telemetry.clock",
+        "telemetry.datastore",
         "telemetry.deploys",
         "telemetry.endpoints",
+        "telemetry.escalation",
+        "telemetry.health",
+        "telemetry.jobs",
         "telemetry.logs",
         "telemetry.look",
         "telemetry.metrics",
         "telemetry.pages",
+        "telemetry.phrases",
         "telemetry.pods",
+        "telemetry.schemas",
         "telemetry.state",
         "telemetry.templates",
         "telemetry.traces",
+        "topology",
         "world.course",
         "world.draws",
         "world.episode",
         "world.plan",
+        "world.rubric",
         "world.simulation",
         "world.standout",
         "world.steps",

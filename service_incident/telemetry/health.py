@@ -135,7 +135,9 @@ def _probe_failure(state: TelemetryState, service: str, step: int) -> tuple[date
         if service_state.health == "ok" or not slow:
             continue
         at = clock(world, failing) - timedelta(seconds=spread(1, 10, world.incident.id, service, "probe", failing))
-        at = max([at, *(clock(world, s) for s in world.restarts(service, failing))])
+        # Named before max: compiled (Cython), max of a list display with a starred item does not build.
+        moments = [at, *(clock(world, s) for s in world.restarts(service, failing))]
+        at = max(moments)
         pod = pods_at(state, service, at)[0]
         at = max(at, pod.created)
         if now - at > _WINDOW:

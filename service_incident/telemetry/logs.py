@@ -8,7 +8,8 @@ import math
 import random
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, TypeVar
+from functools import cache
+from typing import TYPE_CHECKING
 
 from ..faults import FAULTS, FaultType
 from ..herrings import HERRINGS, MINOR_STRENGTH, HerringType, minor_fault
@@ -31,7 +32,7 @@ from .phrases import (
 )
 from .pods import Pod, pods
 from .schemas import blocker_pid, client_of, client_tables
-from .templates import LEVELS, fill, pick, pick_fixed, rng_for
+from .templates import LEVELS, fill, named_fields, pick, pick_fixed, rng_for
 
 if TYPE_CHECKING:
     from .state import TelemetryState
@@ -48,13 +49,13 @@ _EVERYDAY = tuple(herring for herring in HERRINGS.values() if herring.everyday)
 _CRASHING = "*crashing"
 # Lines of an event at a fixed moment, which whichever look shows it shows from the same pod.
 _KEYED = "*keyed"
+# The endpoint a failed write names where a kind lists none but reads.
+ENDPOINT_FALLBACKS = ("POST /v1/items",)
 # Lines, the span of the window they are written in, and who writes them (a pod's name, _CRASHING,
 # _KEYED, or "": any pod).
 LogGroup = tuple[list[str], int, int, str]
 # Pods told to stop by name: when, and the pod that replaced them.
 _Stops = dict[str, tuple[int, Pod]]
-# What is kept of a view for the incident: its groups of lines, or its lines' context.
-Kept = TypeVar("Kept", list[LogGroup], dict[str, str])
 
 
 def logs(state: TelemetryState, service: str, step: int) -> str:
@@ -105,12 +106,12 @@ def in_backlog(incident: Incident, service: str, step: int) -> bool:
 
 def _kept(
     state: TelemetryState,
-    kept: dict[tuple[str, int], Kept],
+    kept: dict[tuple[str, int], list[LogGroup]],
     service: str,
     step: int,
-    render: Callable[[], Kept],
+    render: Callable[[], list[LogGroup]],
     always: bool = False,
-) -> Kept:
+) -> list[LogGroup]:
     """A copy of what `render` gives for a service at a step, which follows from the incident alone
     before any remedy (or `always`): kept then, in `kept`, for every episode of the incident."""
     if state.world.history and not always:
@@ -205,7 +206,10 @@ def _write(
     node = world.plan.by_name[service]
     profile = KINDS[node.kind]
     now = pods(state, service, step)
-    context = _kept(state, state.shared.contexts, service, step, lambda: line_context(world, service, step, now))
+    names = set().union(*[named_fields(template) for _, template, _ in placed])
+    if "endpoint" in names:
+        names |= _endpoint_fields(profile.endpoints)
+    context = _context(state, service, step, now, names)
     page_ms = epoch_ms(clock(world, 0))
     by_step: dict[int, tuple[list[Pod], list[Pod], str, int]] = {step: _running(now, context["version"])}
     rendered = []
@@ -272,33 +276,56 @@ def _config_sync(world: World, service: str) -> tuple[int, int, str]:
     return period, phase, f"INFO config reloaded from configmap {service}-config (periodic sync, no changes)"
 
 
+# What templates name besides their draws: the service, its release, its settings, a caller. Each is
+# worked out only for a view whose lines name it: a view writes a few lines, and most name none.
+ContextField = Callable[[World, str, int, list[Pod]], str]
+_FIELDS: dict[str, ContextField] = {
+    "svc": lambda world, service, step, pods: service,
+    "version": lambda world, service, step, pods: version(world, service, step),
+    "expired": lambda world, service, step, pods: _expired(world, service),
+    "host": lambda world, service, step, pods: f"{service}.internal",
+    # The canary pod health lists, and the release it runs.
+    "canary": lambda world, service, step, pods: next((p.name for p in pods if p.canary), f"{service}-canary"),
+    "canary_version": lambda world, service, step, pods: (
+        canary_version(world, service, step) or version(world, service, step)
+    ),
+    "container": lambda world, service, step, pods: service,
+    # Settings of the service: the same on every line and every pod.
+    "max_conn": lambda world, service, step, pods: str(100 * (1 + _setting(world, service, "maxconn", 4))),
+    "maxmemory": lambda world, service, step, pods: f"{4 + _setting(world, service, 'maxmemory', 5)}gb",
+    "quota": lambda world, service, step, pods: str(100 + 50 * _setting(world, service, "quota", 11)),
+    "client": lambda world, service, step, pods: client_of(world, service),
+    "provider": lambda world, service, step, pods: provider_name(world, service),
+    "failing_min": lambda world, service, step, pods: str(_failing_minutes(world, service, step)),
+    "skew": lambda world, service, step, pods: f"{skew_s(world.incident.id, service):.3f}",
+    "skew_s": lambda world, service, step, pods: str(int(skew_s(world.incident.id, service))),
+    "table": lambda world, service, step, pods: client_tables(world, service)[0],
+    "other_table": lambda world, service, step, pods: client_tables(world, service)[1],
+    "blocker": lambda world, service, step, pods: blocker_pid(world, service),
+    "ip": lambda world, service, step, pods: pods[0].ip if pods else "10.0.0.1",
+}
+
+
+def _setting(world: World, service: str, name: str, choices: int) -> int:
+    """Which of `choices` values a setting of a service takes."""
+    return int(unit(world.incident.id, service, name) * choices)
+
+
 def line_context(world: World, service: str, step: int, pods: list[Pod]) -> dict[str, str]:
-    """What templates name besides their draws: the service, its release, its settings, a caller."""
-    incident = world.incident
-    table, other_table = client_tables(world, service)
-    return {
-        "svc": service,
-        "version": version(world, service, step),
-        "expired": _expired(world, service),
-        "host": f"{service}.internal",
-        # The canary pod health lists, and the release it runs.
-        "canary": next((p.name for p in pods if p.canary), f"{service}-canary"),
-        "canary_version": canary_version(world, service, step) or version(world, service, step),
-        "container": service,
-        # Settings of the service: the same on every line and every pod.
-        "max_conn": str(100 * (1 + int(unit(incident.id, service, "maxconn") * 4))),
-        "maxmemory": f"{4 + int(unit(incident.id, service, 'maxmemory') * 5)}gb",
-        "quota": str(100 + 50 * int(unit(incident.id, service, "quota") * 11)),
-        "client": client_of(world, service),
-        "provider": provider_name(world, service),
-        "failing_min": str(_failing_minutes(world, service, step)),
-        "skew": f"{skew_s(incident.id, service):.3f}",
-        "skew_s": str(int(skew_s(incident.id, service))),
-        "table": table,
-        "other_table": other_table,
-        "blocker": blocker_pid(world, service),
-        "ip": pods[0].ip if pods else "10.0.0.1",
-    }
+    """Every field templates name besides their draws, for a service at a step."""
+    return {name: field(world, service, step, pods) for name, field in _FIELDS.items()}
+
+
+def _context(state: TelemetryState, service: str, step: int, pods: list[Pod], names: set[str]) -> dict[str, str]:
+    """The fields of `names` a view's lines name (and the release), for a service at a step: those
+    worked out before a remedy follow from the incident alone, kept for every episode of it as they
+    are asked for."""
+    world = state.world
+    kept = {} if world.history else state.shared.contexts.setdefault((service, step), {})
+    for name in ("version", *names):
+        if name not in kept and name in _FIELDS:
+            kept[name] = _FIELDS[name](world, service, step, pods)
+    return kept.copy()
 
 
 def _failing_minutes(world: World, service: str, step: int) -> int:
@@ -415,11 +442,17 @@ def _expired(world: World, service: str) -> str:
     return format_time(clock(world, began) - timedelta(seconds=spread(5, 55, incident.id, service, "cert")))
 
 
+@cache
+def _endpoint_fields(endpoints: tuple[str, ...]) -> frozenset[str]:
+    """What a kind's endpoints name besides their draws, for a line that names its endpoint."""
+    return frozenset().union(*map(named_fields, endpoints), *map(named_fields, ENDPOINT_FALLBACKS))
+
+
 def _endpoint(template: str, endpoints: tuple[str, ...], rng: random.Random) -> str:
     """A caller's endpoint: a write fails on a write endpoint, never on a GET."""
     if "write failed" in template:
         writes = [e for e in endpoints if not e.startswith("GET")]
-        return pick(rng, writes or ["POST /v1/items"])
+        return pick(rng, writes or list(ENDPOINT_FALLBACKS))
     return pick(rng, endpoints)
 
 
