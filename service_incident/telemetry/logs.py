@@ -8,7 +8,6 @@ import math
 import random
 from collections.abc import Callable
 from datetime import timedelta
-from functools import cache
 from typing import TYPE_CHECKING
 
 from ..faults import FAULTS, FaultType
@@ -32,7 +31,7 @@ from .phrases import (
 )
 from .pods import Pod, pods
 from .schemas import blocker_pid, client_of, client_tables
-from .templates import LEVELS, fill, named_fields, pick, pick_fixed, rng_for
+from .templates import LEVELS, fill, pick, pick_fixed, rng_for
 
 if TYPE_CHECKING:
     from .state import TelemetryState
@@ -49,8 +48,6 @@ _EVERYDAY = tuple(herring for herring in HERRINGS.values() if herring.everyday)
 _CRASHING = "*crashing"
 # Lines of an event at a fixed moment, which whichever look shows it shows from the same pod.
 _KEYED = "*keyed"
-# The endpoint a failed write names where a kind lists none but reads.
-ENDPOINT_FALLBACKS = ("POST /v1/items",)
 # Lines, the span of the window they are written in, and who writes them (a pod's name, _CRASHING,
 # _KEYED, or "": any pod).
 LogGroup = tuple[list[str], int, int, str]
@@ -206,10 +203,9 @@ def _write(
     node = world.plan.by_name[service]
     profile = KINDS[node.kind]
     now = pods(state, service, step)
-    names = set().union(*[named_fields(template) for _, template, _ in placed])
-    if "endpoint" in names:
-        names |= _endpoint_fields(profile.endpoints)
-    context = _context(state, service, step, now, names)
+    # Before a remedy, what lines name follows from the incident alone: kept for every episode of it.
+    kept = {} if world.history else state.shared.contexts.setdefault((service, step), {})
+    context = _Context(kept, world, service, step, now)
     page_ms = epoch_ms(clock(world, 0))
     by_step: dict[int, tuple[list[Pod], list[Pod], str, int]] = {step: _running(now, context["version"])}
     rendered = []
@@ -316,16 +312,20 @@ def line_context(world: World, service: str, step: int, pods: list[Pod]) -> dict
     return {name: field(world, service, step, pods) for name, field in _FIELDS.items()}
 
 
-def _context(state: TelemetryState, service: str, step: int, pods: list[Pod], names: set[str]) -> dict[str, str]:
-    """The fields of `names` a view's lines name (and the release), for a service at a step: those
-    worked out before a remedy follow from the incident alone, kept for every episode of it as they
-    are asked for."""
-    world = state.world
-    kept = {} if world.history else state.shared.contexts.setdefault((service, step), {})
-    for name in ("version", *names):
-        if name not in kept and name in _FIELDS:
-            kept[name] = _FIELDS[name](world, service, step, pods)
-    return kept.copy()
+class _Context(dict):
+    """What a view's lines name: each field worked out when a line first names it (`_FIELDS`), and
+    kept in `kept` for the other views of the service at that step; the lines' own fields (release,
+    endpoint, uptime) set on this copy alone."""
+
+    __slots__ = ("_kept", "_pods", "_service", "_step", "_world")
+
+    def __init__(self, kept: dict[str, str], world: World, service: str, step: int, pods: list[Pod]) -> None:
+        super().__init__(kept)
+        self._kept, self._world, self._service, self._step, self._pods = kept, world, service, step, pods
+
+    def __missing__(self, name: str) -> str:
+        value = self[name] = self._kept[name] = _FIELDS[name](self._world, self._service, self._step, self._pods)
+        return value
 
 
 def _failing_minutes(world: World, service: str, step: int) -> int:
@@ -442,17 +442,11 @@ def _expired(world: World, service: str) -> str:
     return format_time(clock(world, began) - timedelta(seconds=spread(5, 55, incident.id, service, "cert")))
 
 
-@cache
-def _endpoint_fields(endpoints: tuple[str, ...]) -> frozenset[str]:
-    """What a kind's endpoints name besides their draws, for a line that names its endpoint."""
-    return frozenset().union(*map(named_fields, endpoints), *map(named_fields, ENDPOINT_FALLBACKS))
-
-
 def _endpoint(template: str, endpoints: tuple[str, ...], rng: random.Random) -> str:
     """A caller's endpoint: a write fails on a write endpoint, never on a GET."""
     if "write failed" in template:
         writes = [e for e in endpoints if not e.startswith("GET")]
-        return pick(rng, writes or list(ENDPOINT_FALLBACKS))
+        return pick(rng, writes or ["POST /v1/items"])
     return pick(rng, endpoints)
 
 

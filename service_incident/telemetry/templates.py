@@ -111,12 +111,6 @@ def fill(template: str, rng: RandomSource, context: dict[str, str]) -> str:
     return "".join([piece(rng, context) for piece in _compile(template)])
 
 
-@cache
-def named_fields(template: str) -> frozenset[str]:
-    """The context fields a template names (its draws are not among them)."""
-    return frozenset(match.group(1) for match in _FIELD.finditer(template) if match.group(1) not in _DRAWING)
-
-
 # What `fill` draws for a template, field by field (`draw_bits`).
 Bits = tuple[int | None, ...]
 
