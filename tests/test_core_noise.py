@@ -1,6 +1,7 @@
-"""The compiled noise hash (`world/_noise.pyx`) computes what the Python it stands for computes
-(`draws.mix_in_python`), value for value: the same floats for the keys of every size and sign a plan
-and a metric point hash, and for every offset a minute adds."""
+"""The draws' compiled hashes (`world/_noise.pyx`) compute what the Python they stand for computes: the
+noise hash (`draws.mix_in_python`) the same floats for the keys of every size and sign a plan and a
+metric point hash, and for every offset a minute adds; a keyed draw (`draws.unit_in_python`) the same
+float for keys of every make and length, and the same error for text UTF-8 cannot encode."""
 
 from __future__ import annotations
 
@@ -17,11 +18,21 @@ EDGES = [0, 1, 2**31 - 1, 2**31, 2**32 - 1, 2**32, -(2**31), -(2**32) + 1, 2**64
 
 
 @pytest.fixture
-def compiled() -> draws.MixNoise:
-    kernel = draws.compiled_kernel()
-    if kernel is None:
+def kernel() -> tuple[draws.MixNoise, draws.KeyedDraw]:
+    found = draws.compiled_kernel()
+    if found is None:
         pytest.skip("no compiled kernels in this install: the Python hashes (tests/test_core_kernels.py)")
-    return kernel
+    return found
+
+
+@pytest.fixture
+def compiled(kernel: tuple[draws.MixNoise, draws.KeyedDraw]) -> draws.MixNoise:
+    return kernel[0]
+
+
+@pytest.fixture
+def keyed(kernel: tuple[draws.MixNoise, draws.KeyedDraw]) -> draws.KeyedDraw:
+    return kernel[1]
 
 
 @pytest.mark.parametrize("size", [0, 1, 2, 5, 30, 75])
@@ -43,4 +54,55 @@ def test_the_noise_is_in_minus_one_to_one_and_spread_over_it() -> None:
     found = draws.mix(range(10_000), 12_345)
     assert all(-1.0 <= value < 1.0 for value in found)
     assert min(found) < -0.99 and max(found) > 0.99
+    assert len(set(found)) > 9_990
+
+
+# Parts of keys as the core draws them (ids, names, labels, steps, indices) and their edges: empty and
+# multi-byte text, a colon inside a part, ints at and past 64 bits either way, floats, bools and None
+# (which only `str` spells), and an empty key.
+KEYS = [
+    ("gen_hard-5", "cache", "maxconn"),
+    (),
+    ("",),
+    ("", ""),
+    ("a:b", "", "c"),
+    ("é漢字😀", 3, -7),
+    (1, 1.0, True, False, None, 0.1, -0.0, float("inf"), float("nan")),
+    (0, -1, 2**63 - 1, -(2**63), 2**63, -(2**63) - 1, 2**200, -(2**200)),
+    ("x" * 5_000,),
+]
+
+
+def _random_part(rng: random.Random) -> object:
+    make = rng.randrange(4)
+    if make == 0:
+        return rng.randrange(-(2**70), 2**70) >> rng.randrange(70)
+    if make == 1:
+        return "".join(chr(rng.randrange(32, 0x2FFF)) for _ in range(rng.randrange(12)))
+    if make == 2:
+        return rng.random() * 10 ** rng.randrange(-5, 300)
+    return rng.choice([True, False, None, -0.0, float("inf")])
+
+
+def test_the_kernel_draws_keys_of_every_make_as_the_python_does(keyed: draws.KeyedDraw) -> None:
+    rng = random.Random(23)
+    keys = KEYS + [tuple(_random_part(rng) for _ in range(rng.randrange(6))) for _ in range(20_000)]
+    # The cache's function itself: what a draw is, not what a cache kept of it.
+    python = draws.unit_in_python.__wrapped__
+    assert sum(keyed(*key) != python(*key) for key in keys) == 0
+    assert len(keys) == 20_009
+
+
+def test_the_kernel_refuses_text_utf8_cannot_encode_as_the_python_does(keyed: draws.KeyedDraw) -> None:
+    for key in (("\ud800",), ("ok", 3, "\udfff")):
+        with pytest.raises(UnicodeEncodeError):
+            draws.unit_in_python.__wrapped__(*key)
+        with pytest.raises(UnicodeEncodeError):
+            keyed(*key)
+
+
+def test_a_keyed_draw_is_in_zero_to_one_and_spread_over_it() -> None:
+    found = [draws.unit("spread", index) for index in range(10_000)]
+    assert all(0.0 <= value < 1.0 for value in found)
+    assert min(found) < 0.001 and max(found) > 0.999
     assert len(set(found)) > 9_990

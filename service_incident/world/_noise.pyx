@@ -1,14 +1,18 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""The per-minute noise hash in C: `draws.mix_in_python`'s, value for value.
+"""The draws' two hashes in C: the per-minute noise hash, `draws.mix_in_python`'s value for value, and
+a keyed draw's CRC-32, `draws.unit_in_python`'s.
 
-`draws.py` holds the reference in Python, which hashes every value at once on the 64-bit lanes of one
-integer (`mix_lanes`), and uses this one where it was compiled (setup.py); tests/test_core_noise.py
-holds the two to the same values. Each step of the hash is an operation on 32 bits that wraps as the
-Python's masks do, and the last, a division by a power of two, is exact in either.
+`draws.py` holds the references in Python and uses these where they were compiled (setup.py);
+tests/test_core_noise.py holds each pair to the same values. Each step of the noise hash is an
+operation on 32 bits that wraps as the Python's masks do, and the last, a division by a power of two,
+is exact in either. A keyed draw hashes the bytes Python's join and encode would make of its key,
+without making them: a view draws dozens, most of them for the first time.
 """
 
-from cpython.long cimport PyLong_AsUnsignedLongLongMask
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_AsUnsignedLongLongMask
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.stdint cimport uint32_t
+from libc.stdio cimport snprintf
 
 # The hash's multipliers as unsigned 32-bit words: each product wraps modulo 2**32, as the Python's mask does.
 cdef uint32_t FIRST = 0x2C1B3C6D
@@ -29,3 +33,52 @@ def mix(values, add):
         x ^= x >> 15
         found.append(x / 2147483648.0 - 1.0)
     return found
+
+
+# CRC-32 as zlib computes it (the reflected IEEE polynomial), a byte at a time from a table.
+cdef uint32_t CRC_TABLE[256]
+cdef uint32_t _entry, _bit
+for _entry in range(256):
+    _bit = _entry
+    for _ in range(8):
+        _bit = (_bit >> 1) ^ 0xEDB88320 if _bit & 1 else _bit >> 1
+    CRC_TABLE[_entry] = _bit
+
+
+cdef inline uint32_t _crc(uint32_t crc, const unsigned char* data, Py_ssize_t size) noexcept:
+    cdef Py_ssize_t index
+    for index in range(size):
+        crc = CRC_TABLE[(crc ^ data[index]) & 0xFF] ^ (crc >> 8)
+    return crc
+
+
+def unit(*key):
+    """A keyed draw in [0, 1): the CRC-32 of the key's parts as text, joined by colons, over 2**32.
+
+    A str part is its UTF-8 bytes and an int one its decimal digits, written here; any other part is
+    what `str` makes of it, encoded as Python encodes it."""
+    cdef uint32_t crc = 0xFFFFFFFF
+    cdef const char* text
+    cdef Py_ssize_t size
+    cdef char digits[24]
+    cdef long long number
+    cdef int overflow
+    cdef bint first = True
+    cdef bytes spelled
+    for part in key:
+        if not first:
+            crc = _crc(crc, <const unsigned char*>b":", 1)
+        first = False
+        if type(part) is str:
+            text = PyUnicode_AsUTF8AndSize(part, &size)
+        else:
+            number = PyLong_AsLongLongAndOverflow(part, &overflow) if type(part) is int else 0
+            if type(part) is int and not overflow:
+                size = snprintf(digits, sizeof(digits), "%lld", number)
+                text = digits
+            else:
+                spelled = str(part).encode()
+                text = spelled
+                size = len(spelled)
+        crc = _crc(crc, <const unsigned char*>text, size)
+    return (crc ^ 0xFFFFFFFF) / 4294967296.0

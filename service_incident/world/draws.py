@@ -1,8 +1,9 @@
 """Keyed draws: deterministic numbers from a key, so the same incident draws the same world on every run.
 
 `unit` and `spread` draw once from a key (CRC-32 of its parts); `Draws` hashes a shared prefix once
-for the many draws of one service; `mix` gives per-minute noise in [-1, 1) from an integer hash:
-compiled (`_noise.pyx`), or in Python on many lanes of one integer at once (`mix_lanes`).
+for the many draws of one service; `mix` gives per-minute noise in [-1, 1) from an integer hash.
+Both hashes are compiled (`_noise.pyx`), or in Python: a keyed draw cached, the noise on many lanes of
+one integer at once (`mix_lanes`).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from functools import lru_cache
 # Kept: views draw the same keys on every look (pods, versions, phrasings). Typed, so that 1 and 1.0,
 # which print differently, are different keys.
 @lru_cache(maxsize=1 << 15, typed=True)
-def unit(*key: object) -> float:
-    """A deterministic draw in [0, 1) from a key: cheap enough to call per service per step."""
+def unit_in_python(*key: object) -> float:
+    """A deterministic draw in [0, 1) from a key: the CRC-32 of its parts as text, joined by colons.
+    What the compiled kernel (`_noise.pyx`) stands for, which draws any key for what this cache takes
+    to find one it holds: a quarter of what one it does not hold costs."""
     return zlib.crc32(":".join(map(str, key)).encode()) / 4294967296.0
 
 
@@ -82,6 +85,8 @@ def pack(values: Sequence[int]) -> int:
 
 # The noise hash: each value plus an offset, held modulo 2**32, hashed to a float in [-1, 1).
 MixNoise = Callable[[Sequence[int], int], list[float]]
+# A keyed draw: a key's parts to a float in [0, 1).
+KeyedDraw = Callable[..., float]
 
 
 def mix_in_python(values: Sequence[int], add: int) -> list[float]:
@@ -90,13 +95,14 @@ def mix_in_python(values: Sequence[int], add: int) -> list[float]:
     return mix_lanes(pack(values), len(values), add)
 
 
-def compiled_kernel() -> MixNoise | None:
-    """The same hash compiled (setup.py), value by value in C, if this install has it."""
+def compiled_kernel() -> tuple[MixNoise, KeyedDraw] | None:
+    """The same hashes compiled (setup.py), in C, if this install has them: the noise value by value,
+    a keyed draw on the key's parts as they stand."""
     try:
-        from ._noise import mix as compiled
-    except ImportError:  # an install without a C compiler: the lanes hash
+        from . import _noise
+    except ImportError:  # an install without a C compiler: the lanes hash, and the cached draw
         return None
-    return compiled
+    return _noise.mix, _noise.unit
 
 
-mix: MixNoise = compiled_kernel() or mix_in_python
+mix, unit = compiled_kernel() or (mix_in_python, unit_in_python)
