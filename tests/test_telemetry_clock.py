@@ -1,0 +1,33 @@
+"""The clock's stamps read as the standard library writes the same moments: a stamp to the second as
+ISO 8601 in UTC, and a log line's to the millisecond."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+from service_incident.telemetry.clock import format_time, stamp_ms
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _moments(count: int) -> list[datetime]:
+    rng = random.Random(7)
+    # Every field at its edges (midnight, the last second of a year, a leap day), then anywhere.
+    found = [datetime(2024, 2, 29, tzinfo=UTC), datetime(2026, 12, 31, 23, 59, 59, tzinfo=UTC)]
+    found += [EPOCH + timedelta(milliseconds=rng.randrange(0, 2**45)) for _ in range(count)]
+    return found
+
+
+def test_a_stamp_to_the_second_is_iso_8601_in_utc() -> None:
+    moments = _moments(20_000)
+    assert [format_time(moment) for moment in moments] == [m.strftime("%Y-%m-%dT%H:%M:%SZ") for m in moments]
+
+
+def test_a_line_stamp_to_the_millisecond_is_iso_8601_in_utc() -> None:
+    rng = random.Random(11)
+    # Milliseconds since the epoch as lines carry them: whole, so the stamp is all that is tested here.
+    millis = [0, 86_399_999, *(rng.randrange(0, 2**45) for _ in range(20_000))]
+    written = [stamp_ms(ms) for ms in millis]
+    moments = [EPOCH + timedelta(milliseconds=ms) for ms in millis]
+    assert written == [m.isoformat(timespec="milliseconds").replace("+00:00", "Z") for m in moments]
