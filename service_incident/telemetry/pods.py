@@ -13,7 +13,7 @@ import msgspec
 from ..faults import FAULTS, FaultType
 from ..world import HISTORY_MINUTES, World, fault_lead, spread, unit
 from ..world.draws import Draws
-from .clock import clock, epoch_ms, format_time, parse_time, step_of
+from .clock import clock, epoch_ms, step_of
 from .deploys import canary_version, entries, version
 from .templates import hex_digits, hexkey
 
@@ -250,6 +250,6 @@ def released(state: TelemetryState, service: str, release: str) -> datetime:
     if found is None:
         listed = entries(state.world, service, -HISTORY_MINUTES)
         moment = next((moment for moment, shipped, _ in listed if shipped == release), listed[0][0])
-        # As the history prints it: to the second.
-        found = state.shared.releases[(service, release)] = parse_time(format_time(moment))
+        # As the history prints it: to the second (every moment here is in UTC, as the history prints it).
+        found = state.shared.releases[(service, release)] = moment.replace(microsecond=0)
     return found
