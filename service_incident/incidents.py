@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from functools import cache
 from importlib import resources
 from typing import Literal
@@ -73,6 +75,10 @@ class Incident(Struct, frozen=True, forbid_unknown_fields=True):
         return [spec.name for spec in self.services]
 
 
+# When an incident started: a UTC time to the second, the clock every view prints (with its "Z").
+_UTC_STAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
+
+
 class IncidentError(ValueError):
     """An incident file that does not describe a well-formed incident."""
 
@@ -122,7 +128,17 @@ def validate(incident: Incident) -> Incident:  # noqa: C901 (a flat list of chec
         raise IncidentError(f"{incident.id}: log gap on an unknown service")
     if incident.initial_visible not in names:
         raise IncidentError(f"{incident.id}: initial_visible is not a service")
+    if not _UTC_STAMP.fullmatch(incident.started_at) or not _is_time(incident.started_at[:-1]):
+        raise IncidentError(f"{incident.id}: started_at must be a UTC time as YYYY-MM-DDTHH:MM:SSZ")
     return incident
+
+
+def _is_time(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 @cache

@@ -44,3 +44,17 @@ def test_without_the_kernel_the_python_computes(kernel: str, user: str, used: st
     )
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "True"
+
+
+def test_a_noise_kernel_built_before_the_keyed_draw_leaves_the_python_drawing_both() -> None:
+    # A build of the kernel from before it drew keys: the package imports, and the Python computes.
+    code = (
+        "import sys, types\n"
+        "stale = types.ModuleType('service_incident.world._noise')\n"
+        "stale.mix = lambda values, add: []\n"
+        "sys.modules['service_incident.world._noise'] = stale\n"
+        "import service_incident.world.draws as draws\n"
+        "print(draws.compiled_kernel() is None, draws.unit is draws.unit_in_python, draws.mix is draws.mix_in_python)"
+    )
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.split() == ["True", "True", "True"]

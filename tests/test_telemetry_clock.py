@@ -1,11 +1,17 @@
 """The clock's stamps read as the standard library writes the same moments: a stamp to the second as
-ISO 8601 in UTC, and a log line's to the millisecond."""
+ISO 8601 in UTC, and a log line's to the millisecond. An incident's clock starts at a UTC time, or
+the incident is refused."""
 
 from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
 
+import pytest
+from msgspec import structs
+
+from service_incident.generator import generate
+from service_incident.incidents import IncidentError, validate
 from service_incident.telemetry.clock import format_time, stamp_ms
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -31,3 +37,20 @@ def test_a_line_stamp_to_the_millisecond_is_iso_8601_in_utc() -> None:
     written = [stamp_ms(ms) for ms in millis]
     moments = [EPOCH + timedelta(milliseconds=ms) for ms in millis]
     assert written == [m.isoformat(timespec="milliseconds").replace("+00:00", "Z") for m in moments]
+
+
+@pytest.mark.parametrize(
+    "started",
+    [
+        "2026-03-29T14:00:00+02:00",
+        "2026-03-29T14:00:00",
+        "2026-13-01T00:00:00Z",
+        "2026-03-29 14:00:00Z",
+        "\uff12\uff10\uff12\uff16-03-29T14:00:00Z",  # digits in full width
+    ],
+)
+def test_an_incident_starts_at_a_utc_time_or_is_refused(started: str) -> None:
+    incident = generate("easy", 1)
+    assert validate(incident) is incident
+    with pytest.raises(IncidentError, match="started_at must be a UTC time"):
+        validate(structs.replace(incident, started_at=started))

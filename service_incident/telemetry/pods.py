@@ -250,6 +250,6 @@ def released(state: TelemetryState, service: str, release: str) -> datetime:
     if found is None:
         listed = entries(state.world, service, -HISTORY_MINUTES)
         moment = next((moment for moment, shipped, _ in listed if shipped == release), listed[0][0])
-        # As the history prints it: to the second (every moment here is in UTC, as the history prints it).
+        # As the history prints it: to the second, in UTC (an incident starts at a UTC time: incidents.validate).
         found = state.shared.releases[(service, release)] = moment.replace(microsecond=0)
     return found

@@ -99,10 +99,11 @@ def compiled_kernel() -> tuple[MixNoise, KeyedDraw] | None:
     """The same hashes compiled (setup.py), in C, if this install has them: the noise value by value,
     a keyed draw on the key's parts as they stand."""
     try:
-        from . import _noise
-    except ImportError:  # an install without a C compiler: the lanes hash, and the cached draw
+        from ._noise import mix as compiled_mix
+        from ._noise import unit as compiled_unit
+    except ImportError:  # no C compiler, or a build from before the keyed draw: the Python hashes both
         return None
-    return _noise.mix, _noise.unit
+    return compiled_mix, compiled_unit
 
 
 mix, unit = compiled_kernel() or (mix_in_python, unit_in_python)
