@@ -11,6 +11,7 @@ import struct
 from collections.abc import Iterator
 
 import pytest
+from kernel_support import compiled_or_skip
 
 from service_incident.world import decimals
 
@@ -20,10 +21,7 @@ DIGITS = (0, 1, 2, 3, 4, 22, 23)
 
 @pytest.fixture
 def kernel() -> tuple[decimals.RoundTo, decimals.Significant]:
-    found = decimals.compiled_kernel()
-    if found is None:
-        pytest.skip("no compiled kernels in this install: the Python rounds (tests/test_core_kernels.py)")
-    return found
+    return compiled_or_skip(decimals)
 
 
 def bits(value: float) -> bytes:

@@ -9,6 +9,7 @@ import enum
 import random
 
 import pytest
+from kernel_support import compiled_or_skip
 
 from service_incident.world import draws
 
@@ -20,10 +21,7 @@ EDGES = [0, 1, 2**31 - 1, 2**31, 2**32 - 1, 2**32, -(2**31), -(2**32) + 1, 2**64
 
 @pytest.fixture
 def kernel() -> tuple[draws.MixNoise, draws.KeyedDraw]:
-    found = draws.compiled_kernel()
-    if found is None:
-        pytest.skip("no compiled kernels in this install: the Python hashes (tests/test_core_kernels.py)")
-    return found
+    return compiled_or_skip(draws)
 
 
 @pytest.fixture

@@ -63,22 +63,25 @@ def unit(*key):
     cdef char digits[24]
     cdef long long number
     cdef int overflow
-    cdef bint first = True
+    cdef bint first = True, written
     cdef bytes spelled
     for part in key:
         if not first:
             crc = _crc(crc, <const unsigned char*>b":", 1)
         first = False
+        written = False  # whether the part's text is written here; else `str` spells it
         if type(part) is str:
             text = PyUnicode_AsUTF8AndSize(part, &size)
-        else:
-            number = PyLong_AsLongLongAndOverflow(part, &overflow) if type(part) is int else 0
-            if type(part) is int and not overflow:
+            written = True
+        elif type(part) is int:
+            number = PyLong_AsLongLongAndOverflow(part, &overflow)
+            if not overflow:
                 size = snprintf(digits, sizeof(digits), "%lld", number)
                 text = digits
-            else:
-                spelled = str(part).encode()
-                text = spelled
-                size = len(spelled)
+                written = True
+        if not written:
+            spelled = str(part).encode()
+            text = spelled
+            size = len(spelled)
         crc = _crc(crc, <const unsigned char*>text, size)
     return (crc ^ 0xFFFFFFFF) / 4294967296.0
