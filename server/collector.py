@@ -14,8 +14,12 @@ outnumber deallocations by its first threshold, and a worker's deallocations are
 objects (an episode ended, its session reset): they cancel the new objects out, so while sessions
 turn over no young collection comes, and the young generation grows to hundreds of thousands of
 objects that the one collection that finally comes scans at once, for 300-500 ms. Collected every
-`YOUNG_PERIOD_S` instead, it holds what that long brought; the middle generation, collected every
-few of those, what a tenth of a second brought. docs/measurement.md has the figures.
+`YOUNG_PERIOD_S` instead, it holds what that long brought. The middle generation is collected with
+it: what outlived one period is scanned once and goes to the oldest generation. A session's objects
+outlive their call by a second (until its next step replaces them), so scanning them once more a
+tenth of a second later, as CPython's middle generation would, frees nothing their counts do not,
+and cost more than the young collections themselves, in pauses five times as long.
+docs/measurement.md has the figures.
 """
 
 from __future__ import annotations
@@ -23,17 +27,18 @@ from __future__ import annotations
 import gc
 import threading
 
-# CPython's defaults are (700, 10, 10). The middle generation is collected every 5 young collections,
-# the oldest every 1,000 middle ones (and only once a quarter more objects reached it since the last).
-THRESHOLDS = (2_000, 5, 1_000)
+# CPython's defaults are (700, 10, 10). Between the clock's collections, a burst of allocations starts a
+# young collection, and every fifth of those a middle one; the oldest generation is collected after
+# 5,000 middle collections, 100 s of the clock's (and only once a quarter more objects reached it since
+# the last).
+THRESHOLDS = (2_000, 5, 5_000)
 # How often the young objects are collected whatever the counts say: a worker answering a thousand
 # calls a second makes about a thousand in this long that outlive their call.
 YOUNG_PERIOD_S = 0.02
 
 
 class YoungCollections:
-    """A daemon thread collecting the young generation every `period` seconds, and the middle one
-    as often as CPython's thresholds would: every `THRESHOLDS[1]` young collections."""
+    """A daemon thread collecting the young and the middle generations every `period` seconds."""
 
     def __init__(self, period: float = YOUNG_PERIOD_S) -> None:
         self._period = period
@@ -43,11 +48,17 @@ class YoungCollections:
 
     def _run(self) -> None:
         while not self._stopped.wait(self._period):
-            gc.collect(1 if gc.get_count()[1] >= THRESHOLDS[1] else 0)
+            tick()
 
     def stop(self) -> None:
         self._stopped.set()
         self._thread.join()
+
+
+def tick() -> None:
+    """One tick of the clock: the young and the middle generations collected together, so that what
+    outlived the period is scanned once and left to the oldest generation."""
+    gc.collect(1)
 
 
 _running: YoungCollections | None = None

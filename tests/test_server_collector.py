@@ -113,6 +113,21 @@ def test_young_objects_are_collected_on_a_clock_while_old_ones_die(own_collector
     assert held <= 5_000 and len(young) == 50_000
 
 
+def test_a_tick_takes_what_outlived_the_period_to_the_oldest_generation(own_collector: None) -> None:
+    gc.disable()  # no collection but the tick's
+    try:
+        gc.collect(1)  # the counts from zero: the tick must not owe its middle collection to them
+        earlier = [[] for _ in range(20_000)]
+        gc.collect(0)  # in the middle generation now, as a burst of allocations between ticks leaves them
+        later = [[] for _ in range(20_000)]
+        collector.tick()
+        oldest = {id(o) for o in gc.get_objects(generation=2)}
+        assert all(id(o) in oldest for o in earlier + later)
+        assert not gc.get_objects(generation=1)
+    finally:
+        gc.enable()
+
+
 def test_unsettling_stops_the_clock(own_collector: None) -> None:
     def ticking() -> bool:
         return any(thread.name == "young-collections" for thread in threading.enumerate())
