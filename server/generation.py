@@ -8,12 +8,11 @@ every other session's frames are answered meanwhile. The world is deterministic,
 the one the environment would have generated itself; where the pool cannot give it (a task that is
 not generated, a seed out of range, a pool that broke), the environment generates it as before.
 
-The pool's process also plays the incident's reset. What it built, simulated and rendered there for
-every episode of the incident (its plan, the states of the minutes up to the page, the pages, the
-first look's log lines) comes back with the incident and is kept too (`keep_plan`,
-`keep_untouched_steps`, `keep_shared`): some thirty kilobytes, where building, simulating and
-rendering them again would hold the event loop for most of the reset, and the first step for the
-history's alert readings.
+The pool's process also plays the incident's reset. What it simulated and rendered there for every
+episode of the incident (the states of the minutes up to the page, the pages, the first look's log
+lines) comes back with the incident and is kept too (`keep_untouched_steps`, `keep_shared`): some
+twenty kilobytes, where simulating and rendering them again would hold the event loop for about half
+of the reset, and the first step for the history's alert readings.
 
 The pool's processes run at a lower priority than the server's (`NICENESS`). Sessions that started
 together end together, so resets come in bursts that keep the pool busy for a second or more; at the
@@ -41,7 +40,6 @@ from service_incident.incidents import Incident
 from service_incident.models import ResetRequest
 from service_incident.tasks import DEFAULT_TASK, Task, draws_incident, find_task, keep_drawn, resolve_incident
 from service_incident.telemetry.state import Shared, keep_shared, portable
-from service_incident.world.plan import Plan, keep_plan, plan_of
 from service_incident.world.steps import States, keep_untouched_steps, untouched_steps
 
 from . import collector
@@ -55,7 +53,6 @@ class Drawn(NamedTuple):
     every episode of it."""
 
     incident: Incident
-    plan: Plan  # without the memos of the steps simulated here (`Plan.without_memos`)
     states: dict[int, States]  # of the steps no remedy reached that the pool simulated: up to the page
     rendered: Shared
 
@@ -109,7 +106,6 @@ class Generation:
             return
         if drawn is not None:
             keep_drawn(task, seed, self._key, drawn.incident)
-            keep_plan(drawn.incident, drawn.plan)
             keep_untouched_steps(drawn.incident, drawn.states)
             keep_shared(drawn.incident, drawn.rendered)
 
@@ -172,4 +168,4 @@ def _generate(task_id: str, seed: int) -> Drawn | None:
     except (KeyError, ValueError):
         return None
     _env.reset(task_id=task_id, seed=seed)  # plays the incident just kept, rendering its reset
-    return Drawn(incident, plan_of(incident).without_memos(), untouched_steps(incident), portable(incident))
+    return Drawn(incident, untouched_steps(incident), portable(incident))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections import OrderedDict
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
@@ -103,11 +102,6 @@ class Plan:
                     frontier.append(edge.dep)
         return frozenset(found)
 
-    def without_memos(self) -> Plan:
-        """The plan as built, without the memos of the steps simulated since: what another process takes
-        (its worlds simulate steps of their own; the memos of its history would double what it unpickles)."""
-        return replace(self)
-
     def traffic(self, step: int) -> float:
         """The entry traffic at a minute, as a multiple of the page's: it has been growing or falling
         over the history before the page, as traffic does through a day; from the page on it holds."""
@@ -125,42 +119,12 @@ def plan_of(incident: Incident) -> Plan:
     services = incident.services
     if _last_plan is not None and _last_plan[0] is services and _last_plan[1] == incident.id:
         return _last_plan[2]
-    key = _plan_key(incident)
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = _keep(key, _plan_for(*key))
-    else:
-        _PLANS.move_to_end(key)
-    _last_plan = (services, incident.id, plan)
-    return plan
-
-
-def keep_plan(incident: Incident, plan: Plan) -> None:
-    """Keep the incident's plan that another process built, unless this process keeps its own: the plan
-    is drawn from the incident alone, so it is the one this process would build (with the memos of the
-    steps that process simulated)."""
-    key = _plan_key(incident)
-    if key not in _PLANS:
-        _keep(key, plan)
-
-
-# The plans of the incidents met last, least recently used first: a plan takes a third of a millisecond
-# to build, and a server's process keeps one for each incident its sessions play.
-PLANS_KEPT = 512
-_PLANS: OrderedDict[tuple[str, Wiring], Plan] = OrderedDict()
-
-
-def _plan_key(incident: Incident) -> tuple[str, Wiring]:
-    return incident.id, tuple(
+    wiring = tuple(
         (s.name, s.kind, _technology(incident.id, s.name, s.kind, s.tech), s.user_facing, tuple(s.depends_on))
-        for s in incident.services
+        for s in services
     )
-
-
-def _keep(key: tuple[str, Wiring], plan: Plan) -> Plan:
-    if len(_PLANS) >= PLANS_KEPT:
-        _PLANS.popitem(last=False)
-    _PLANS[key] = plan
+    plan = _plan_for(incident.id, wiring)
+    _last_plan = (services, incident.id, plan)
     return plan
 
 
@@ -183,6 +147,7 @@ def _technology(incident_id: str, name: str, kind: str, tech: str | None) -> str
     return tech or (named[0] if named else options[int(unit(incident_id, name, "tech") * len(options))])
 
 
+@lru_cache(maxsize=512)
 def _plan_for(incident_id: str, wiring: Wiring) -> Plan:
     """Every service's baseline and every edge's character, drawn from the incident id, then the calm
     baseline simulated on them."""
