@@ -18,7 +18,7 @@ objects that the one collection that finally comes scans at once, for 300-500 ms
 it: what outlived one period is scanned once and goes to the oldest generation. A session's objects
 outlive their call by a second (until its next step replaces them), so scanning them once more a
 tenth of a second later, as CPython's middle generation would, frees nothing their counts do not,
-and cost more than the young collections themselves, in pauses five times as long.
+and costs more than the young collections themselves, in pauses five times as long.
 docs/measurement.md has the figures.
 """
 
