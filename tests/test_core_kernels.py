@@ -18,6 +18,7 @@ KERNELS = [
     ("service_incident.world._minute", "service_incident.world.simulation", "minute_states", "_minute_states"),
     ("service_incident.world._noise", "service_incident.world.draws", "mix", "mix_in_python"),
     ("service_incident.world._noise", "service_incident.world.draws", "unit", "unit_in_python"),
+    ("service_incident.world._noise", "service_incident.world.draws", "Draws", "DrawsInPython"),
     ("service_incident.world._decimals", "service_incident.world.decimals", "round_to", "round_in_python"),
     ("service_incident.world._decimals", "service_incident.world.decimals", "significant", "significant_in_python"),
 ]

@@ -1,7 +1,8 @@
 """The draws' compiled hashes (`world/_noise.pyx`) compute what the Python they stand for computes: the
 noise hash (`draws.mix_in_python`) the same floats for the keys of every size and sign a plan and a
 metric point hash, and for every offset a minute adds; a keyed draw (`draws.unit_in_python`) the same
-float for keys of every make and length, and the same error for text UTF-8 cannot encode."""
+float for keys of every make and length, and the same error for text UTF-8 cannot encode; draws sharing
+a prefix (`draws.DrawsInPython`) the same floats for prefixes of every make and labels of any text."""
 
 from __future__ import annotations
 
@@ -20,18 +21,23 @@ EDGES = [0, 1, 2**31 - 1, 2**31, 2**32 - 1, 2**32, -(2**31), -(2**32) + 1, 2**64
 
 
 @pytest.fixture
-def kernel() -> tuple[draws.MixNoise, draws.KeyedDraw]:
+def kernel() -> tuple[draws.MixNoise, draws.KeyedDraw, draws.PrefixDraws]:
     return compiled_or_skip(draws)
 
 
 @pytest.fixture
-def compiled(kernel: tuple[draws.MixNoise, draws.KeyedDraw]) -> draws.MixNoise:
+def compiled(kernel: tuple[draws.MixNoise, draws.KeyedDraw, draws.PrefixDraws]) -> draws.MixNoise:
     return kernel[0]
 
 
 @pytest.fixture
-def keyed(kernel: tuple[draws.MixNoise, draws.KeyedDraw]) -> draws.KeyedDraw:
+def keyed(kernel: tuple[draws.MixNoise, draws.KeyedDraw, draws.PrefixDraws]) -> draws.KeyedDraw:
     return kernel[1]
+
+
+@pytest.fixture
+def prefixed(kernel: tuple[draws.MixNoise, draws.KeyedDraw, draws.PrefixDraws]) -> draws.PrefixDraws:
+    return kernel[2]
 
 
 @pytest.mark.parametrize("size", [0, 1, 2, 5, 30, 75])
@@ -86,16 +92,19 @@ KEYS = [
 ]
 
 
+def _random_text(rng: random.Random) -> str:
+    return "".join(
+        chr(rng.choice((rng.randrange(32, 0xD800), rng.randrange(0x10000, 0x110000)))) for _ in range(rng.randrange(12))
+    )
+
+
 def _random_part(rng: random.Random) -> object:
     make = rng.randrange(4)
     if make == 0:
         return rng.randrange(-(2**70), 2**70) >> rng.randrange(70)
     if make == 1:
         # Text of one to four UTF-8 bytes a character (none a surrogate).
-        return "".join(
-            chr(rng.choice((rng.randrange(32, 0xD800), rng.randrange(0x10000, 0x110000))))
-            for _ in range(rng.randrange(12))
-        )
+        return _random_text(rng)
     if make == 2:
         return rng.random() * 10 ** rng.randrange(-5, 300)
     return rng.choice([True, False, None, -0.0, float("inf")])
@@ -115,6 +124,31 @@ def test_the_kernel_refuses_text_utf8_cannot_encode_as_the_python_does(keyed: dr
             draws.unit_in_python.__wrapped__(*key)
         with pytest.raises(UnicodeEncodeError):
             keyed(*key)
+
+
+# Bounds of a spread as the core passes them: ints, floats, negative, reversed, equal.
+BOUNDS = [(20, 900), (500, 20_000), (0.6, 1.5), (0.0002, 0.004), (-30.0, 10.0), (1.0, 0.2), (3, 3), (-7, 0.5)]
+
+
+def test_the_kernel_draws_under_a_prefix_as_the_python_does(prefixed: draws.PrefixDraws) -> None:
+    rng = random.Random(29)
+    labels = ["", "rps", "0:1", "a:b", "é漢字😀", "x" * 5_000] + [_random_text(rng) for _ in range(300)]
+    for prefix in KEYS:
+        compiled, python = prefixed(*prefix), draws.DrawsInPython(*prefix)
+        assert [compiled.unit(label) for label in labels] == [python.unit(label) for label in labels], prefix
+        for low, high in BOUNDS:
+            found = [compiled.spread(low, high, label) for label in labels[:50]]
+            assert found == [python.spread(low, high, label) for label in labels[:50]], (prefix, low, high)
+    # Under a prefix, a draw is the keyed draw of the whole key.
+    assert prefixed("gen_hard-5", 3).unit("p50") == draws.unit_in_python.__wrapped__("gen_hard-5", 3, "p50")
+
+
+def test_the_kernel_refuses_under_a_prefix_what_the_python_refuses(prefixed: draws.PrefixDraws) -> None:
+    for make in (prefixed, draws.DrawsInPython):
+        with pytest.raises(UnicodeEncodeError):
+            make("ok", "\ud800")
+        with pytest.raises(UnicodeEncodeError):
+            make("ok").unit("\udfff")
 
 
 def test_a_keyed_draw_is_in_zero_to_one_and_spread_over_it() -> None:

@@ -1,6 +1,7 @@
 """The clock's stamps read as the standard library writes the same moments: a stamp to the second as
-ISO 8601 in UTC, and a log line's to the millisecond. An incident's clock starts at a UTC time, or
-the incident is refused."""
+ISO 8601 in UTC, and a log line's to the millisecond. Its durations of a float amount are the ones
+`timedelta` makes of the amount by keyword. An incident's clock starts at a UTC time, or the incident
+is refused."""
 
 from __future__ import annotations
 
@@ -12,7 +13,15 @@ from msgspec import structs
 
 from service_incident.generator import generate
 from service_incident.incidents import IncidentError, validate
-from service_incident.telemetry.clock import format_time, stamp_ms
+from service_incident.telemetry.clock import (
+    duration_d,
+    duration_h,
+    duration_min,
+    duration_ms,
+    duration_s,
+    format_time,
+    stamp_ms,
+)
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -37,6 +46,21 @@ def test_a_line_stamp_to_the_millisecond_is_iso_8601_in_utc() -> None:
     written = [stamp_ms(ms) for ms in millis]
     moments = [EPOCH + timedelta(milliseconds=ms) for ms in millis]
     assert written == [m.isoformat(timespec="milliseconds").replace("+00:00", "Z") for m in moments]
+
+
+def test_a_duration_of_a_float_amount_is_the_one_timedelta_makes_of_it_by_keyword() -> None:
+    rng = random.Random(13)
+    # Amounts as the views draw them and any other: whole, halfway between two microseconds of each unit
+    # (where rounding goes to even), negative, tiny, and up to the largest days a timedelta holds.
+    amounts = [0.0, -0.0, 1.0, 0.5e-6, 1.5e-6, 2.5e-6, 0.5e-3, 1.5e-3, 0.5 / 3600, 1.5 / 3600, 1e-12, -2.5e-6]
+    amounts += [rng.uniform(-1, 1) * 10 ** rng.randrange(-9, 8) for _ in range(60_000)]
+    amounts += [rng.randrange(-(10**6), 10**6) + rng.choice((0.5, 0.25, 0.125, 0.0)) for _ in range(10_000)]
+    # Whole amounts as ints too, as a step's minute and a page's lead are.
+    amounts += [rng.randrange(-(10**5), 10**5) for _ in range(1_000)]
+    units = {"milliseconds": duration_ms, "seconds": duration_s, "minutes": duration_min, "hours": duration_h}
+    for unit, made in {**units, "days": duration_d}.items():
+        within = [amount for amount in amounts if unit != "days" or abs(amount) < 10**6]
+        assert [made(amount) for amount in within] == [timedelta(**{unit: amount}) for amount in within], unit
 
 
 @pytest.mark.parametrize(

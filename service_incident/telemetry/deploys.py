@@ -3,14 +3,14 @@ runs."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import lru_cache
 from operator import itemgetter
 
 from ..faults import FAULTS, RELEASE_CHANGES, Changes, change_text, release_family
 from ..herrings import HERRINGS
 from ..world import World, distraction_onset, fault_lead, spread, unit
-from .clock import clock, format_time, parse_time
+from .clock import clock, duration_d, duration_min, format_time, parse_time
 from .phrases import CANARY_SHARE, RELEASE_AUTHORS
 
 
@@ -76,25 +76,25 @@ def entries(world: World, service: str, step: int) -> list[Entry]:
         kind = FAULTS[fault.type]
         if fault.service == service and kind.change:
             lead = fault_lead(incident, fault, index)
-            moment = started - timedelta(minutes=lead + spread(1, 8, incident.id, service, "ship"))
+            moment = started - duration_min(lead + spread(1, 8, incident.id, service, "ship"))
             found.append((moment, current, (kind.change, kind.touches, index)))
             changed = True
     for index, distraction in enumerate(incident.distractions):
         if distraction.service == service and HERRINGS[distraction.kind].ships and not changed:
             before = distraction_onset(incident.id, index) + spread(1, 8, incident.id, index)
-            moment = started - timedelta(minutes=before)
+            moment = started - duration_min(before)
             found.append((moment, current, (_form(world, service), None, index)))
             changed = True
     for event in world.history:
         if event.service == service and event.step <= step and event.remedy == "rollback":
             found.append((clock(world, event.step), "", None))
-    older = started - timedelta(days=spread(2, 12, incident.id, service, "old"))
+    older = started - duration_d(spread(2, 12, incident.id, service, "old"))
     full = "deploy" if release_family(world.plan.by_name[service].tech) in ("app", "proxy") else "migration"
     if changed:
         found.append((older, previous, (full, None, "old")))
     else:
         found.append((older, current, (full, None, "old")))
-        oldest = older - timedelta(days=spread(3, 20, incident.id, service, "older"))
+        oldest = older - duration_d(spread(3, 20, incident.id, service, "older"))
         found.append((oldest, previous, (full, None, "older")))
     found.sort(key=itemgetter(0), reverse=True)
     return found

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..faults import FAULTS
 from ..world import fault_lead, spread, unit
-from .clock import age, clock, skew_s
+from .clock import age, clock, duration_min, duration_s, skew_s
 from .deploys import canary_version, version
 from .pods import pods, pods_at
 from .templates import fill, rng_for
@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 
 # How far back the orchestrator's events are listed.
-_WINDOW = timedelta(minutes=15)
+_WINDOW_MINUTES = 15
+_WINDOW = timedelta(minutes=_WINDOW_MINUTES)
 
 
 def health(state: TelemetryState, service: str, step: int) -> str:
@@ -45,7 +46,7 @@ def health(state: TelemetryState, service: str, step: int) -> str:
             lines.append(f"  pod {pod.name} pid={pod.pid} status={pod.status} restarts={pod.restarts} age={old}{last}")
     lines.append(_node(state, service, step))
     events = _events(state, service, step)
-    window = f"events (last {_WINDOW // timedelta(minutes=1)}m):"
+    window = f"events (last {_WINDOW_MINUTES}m):"
     lines.append(window if events else f"{window} none")
     lines += [f"  {age(now - at)} ago {text}" for at, text in sorted(events, reverse=True)[:6]]
     probe = "failed" if service_state.health == "down" else "passed"
@@ -85,12 +86,12 @@ def _events(state: TelemetryState, service: str, step: int) -> list[tuple[dateti
         # the last occurrence is listed. A fixed fault's last is the one before its fix, the same in
         # every later view and listed for the window.
         began = clock(world, -fault_lead(incident, fault, index))
-        until = now if fixed is None else clock(world, fixed) - timedelta(seconds=1)
+        until = now if fixed is None else clock(world, fixed) - duration_s(1)
         # A crashing container's events start once it has crashed, in the fault's second minute.
-        crashed = timedelta(minutes=1 if kind.termination else 0)
+        crashed = duration_min(1 if kind.termination else 0)
         for n, (reason, message) in enumerate(kind.events_on(world.plan.by_name[service].tech)):
-            first = began + crashed + timedelta(seconds=spread(5, 55, incident.id, service, reason, "first"))
-            every = timedelta(seconds=spread(20, 300, incident.id, service, reason, "every"))
+            first = began + crashed + duration_s(spread(5, 55, incident.id, service, reason, "first"))
+            every = duration_s(spread(20, 300, incident.id, service, reason, "every"))
             if until < first:
                 continue  # not yet occurred
             at = first + every * ((until - first) // every)
@@ -129,12 +130,12 @@ def _probe_failure(state: TelemetryState, service: str, step: int) -> tuple[date
     last view that saw it failing showed, once it passes."""
     world = state.world
     now = clock(world, step)
-    for failing in range(step, step - _WINDOW // timedelta(minutes=1) - 1, -1):
+    for failing in range(step, step - _WINDOW_MINUTES - 1, -1):
         service_state = world.states_at(failing)[service]
         slow = service_state.p99_ms > 1000 or service_state.error_rate > 0.2
         if service_state.health == "ok" or not slow:
             continue
-        at = clock(world, failing) - timedelta(seconds=spread(1, 10, world.incident.id, service, "probe", failing))
+        at = clock(world, failing) - duration_s(spread(1, 10, world.incident.id, service, "probe", failing))
         # Named before max: compiled (Cython), max of a list display with a starred item does not build.
         moments = [at, *(clock(world, s) for s in world.restarts(service, failing))]
         at = max(moments)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from ..faults import FAULTS, FaultType
@@ -15,7 +14,7 @@ from ..herrings import HERRINGS, MINOR_STRENGTH, HerringType, minor_fault
 from ..incidents import Distraction, Incident
 from ..topology import KINDS, OPERATIONS, PORTS, ROUTINE_BY_TECH
 from ..world import Edge, World, distraction_onset, fault_lead, spread, unit
-from .clock import clock, epoch_ms, format_time, parse_time, skew_s, stamp_ms
+from .clock import clock, duration_h, duration_s, epoch_ms, format_time, parse_time, skew_s, stamp_ms
 from .deploys import canary_version, version
 from .endpoints import fails_writes, request_templates
 from .escalation import provider_name
@@ -438,8 +437,8 @@ def _expired(world: World, service: str) -> str:
         if began is None and distraction.service == service and distraction.fault == "tls_cert_expired":
             began = -distraction_onset(incident.id, index)
     if began is None:
-        return format_time(parse_time(incident.started_at) - timedelta(hours=spread(2, 90, incident.id, "cert")))
-    return format_time(clock(world, began) - timedelta(seconds=spread(5, 55, incident.id, service, "cert")))
+        return format_time(parse_time(incident.started_at) - duration_h(spread(2, 90, incident.id, "cert")))
+    return format_time(clock(world, began) - duration_s(spread(5, 55, incident.id, service, "cert")))
 
 
 def _endpoint(template: str, endpoints: tuple[str, ...], rng: random.Random) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 from ..herrings import HERRINGS
@@ -23,7 +23,7 @@ from ..world import (
     unit,
 )
 from ..world.decimals import round_to, significant
-from .clock import clock, format_time, parse_time
+from .clock import clock, duration_min, format_time, parse_time
 from .metrics import lagged
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ def _since(state: TelemetryState, service: str, signal: str, began: int) -> str:
                 fired_at -= 1
         moment = clock(world, fired_at)
         if fired_at == pre_incident(world.incident):
-            moment -= timedelta(minutes=_chronic_minutes(world.incident.id, service, signal))
+            moment -= duration_min(_chronic_minutes(world.incident.id, service, signal))
         since = state.since[(service, signal, began)] = format_time(moment)
     return since
 
@@ -213,7 +213,7 @@ def _stale_alerts(state: TelemetryState) -> list[Alert]:
             if HERRINGS[distraction.kind].stale_page:
                 strength = distraction_strength(distraction, incident.id, index)
                 value = round_to(80.0 + 12.0 * strength, 1)
-                since = started - timedelta(minutes=_chronic_minutes(incident.id, index, "stale"))
+                since = started - duration_min(_chronic_minutes(incident.id, index, "stale"))
                 found.append(_disk_alert(world, distraction.service, value, value, since, "firing"))
         state.stale_alerts = found
     return state.stale_alerts
@@ -277,7 +277,7 @@ def _full_volumes(world: World, step: int) -> list[Alert]:
         status: Literal["firing", "resolved"] = "firing" if value else "resolved"
         if not value:
             value = float(disk_used(world, fault.service, step))
-        since = started - timedelta(minutes=fault_lead(incident, fault, index))
+        since = started - duration_min(fault_lead(incident, fault, index))
         found.append(_disk_alert(world, fault.service, value, peak, since, status))
     return found
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from ..faults import FAULTS, FaultType
 from ..world import HISTORY_MINUTES, World, fault_lead, spread, unit
-from ..world.draws import Draws
-from .clock import clock, epoch_ms, step_of
+from ..world.draws import Draws, PrefixedDraws
+from .clock import clock, duration_h, duration_ms, duration_s, epoch_ms, step_of
 from .deploys import canary_version, entries, version
 from .templates import hex_digits, hexkey
 
@@ -146,7 +146,7 @@ def _new_pods(state: TelemetryState, service: str, step: int) -> list[Pod]:
     return found
 
 
-def _steady_pod(state: TelemetryState, draw: Draws, key: SteadyKey) -> Pod:
+def _steady_pod(state: TelemetryState, draw: PrefixedDraws, key: SteadyKey) -> Pod:
     """A pod as it runs while none of its containers has crashed: its name, address, age and first
     container's PID. `draw` draws for the pod's incident and service."""
     world, iid = state.world, state.world.incident.id
@@ -157,17 +157,15 @@ def _steady_pod(state: TelemetryState, draw: Draws, key: SteadyKey) -> Pod:
         name = f"{service}-canary-{hexkey(iid, service, 'rs', trial, 'canary')[:5]}9-{suffix}"
     if last_rollout is not None:
         # A rollout replaces the pods one at a time in the seconds before it completes.
-        started = clock(world, last_rollout) - timedelta(
-            milliseconds=draw.spread(500, 20_000, f"{last_rollout}:{index}")
-        )
+        started = clock(world, last_rollout) - duration_ms(draw.spread(500, 20_000, f"{last_rollout}:{index}"))
     elif scaled_at is not None:
         started = clock(world, scaled_at)
     else:
         # Up at the page for hours: the same moment whichever step asks.
-        started = clock(world, 0) - timedelta(hours=draw.spread(20, 900, f"{index}:age"))
+        started = clock(world, 0) - duration_h(draw.spread(20, 900, f"{index}:age"))
         # A pod is never older than the release it runs: the rollout of that release replaced every pod.
         shipped = released(state, service, trial or release)
-        started = max(started, shipped + timedelta(seconds=draw.spread(20, 240, f"{index}:roll")))
+        started = max(started, shipped + duration_s(draw.spread(20, 240, f"{index}:roll")))
     pid = 100 + int(draw.unit(f"{generation}:{index}:0:pid") * 9800)
     subnet = int(draw.unit("net") * 250)
     ip = f"10.{subnet}.{index}.{10 + int(unit(iid, name) * 200)}"
@@ -209,7 +207,7 @@ def _crashed(
     if last != step:
         return restarts, kind.termination, None, until
     status = "CrashLoopBackOff" if kind.health == "down" else "Running"
-    started = max(created, now - timedelta(seconds=spread(5, 90, iid, service, index, restarts)))
+    started = max(created, now - duration_s(spread(5, 90, iid, service, index, restarts)))
     return restarts, kind.termination, status, started
 
 

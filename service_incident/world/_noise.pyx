@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """The draws' two hashes in C: the per-minute noise hash, `draws.mix_in_python`'s value for value, and
-a keyed draw's CRC-32, `draws.unit_in_python`'s.
+a keyed draw's CRC-32, `draws.unit_in_python`'s (and `draws.DrawsInPython`'s, a prefix hashed once).
 
 `draws.py` holds the references in Python and uses these where they were compiled (setup.py);
 tests/test_core_noise.py holds each pair to the same values. Each step of the noise hash is an
@@ -52,12 +52,11 @@ cdef inline uint32_t _crc(uint32_t crc, const unsigned char* data, Py_ssize_t si
     return crc
 
 
-def unit(*key):
-    """A keyed draw in [0, 1): the CRC-32 of the key's parts as text, joined by colons, over 2**32.
+cdef uint32_t _hash_parts(uint32_t crc, tuple parts, bint colon_after_last) except *:
+    """`crc` run on over the parts as text, joined by colons (and one after the last, if asked).
 
     A str part is its UTF-8 bytes and an int one its decimal digits, written here; any other part is
     what `str` makes of it, encoded as Python encodes it."""
-    cdef uint32_t crc = 0xFFFFFFFF
     cdef const char* text
     cdef Py_ssize_t size
     cdef char digits[24]
@@ -65,7 +64,7 @@ def unit(*key):
     cdef int overflow
     cdef bint first = True, written
     cdef bytes spelled
-    for part in key:
+    for part in parts:
         if not first:
             crc = _crc(crc, <const unsigned char*>b":", 1)
         first = False
@@ -84,4 +83,32 @@ def unit(*key):
             text = spelled
             size = len(spelled)
         crc = _crc(crc, <const unsigned char*>text, size)
-    return (crc ^ 0xFFFFFFFF) / 4294967296.0
+    if colon_after_last and not first:
+        crc = _crc(crc, <const unsigned char*>b":", 1)
+    return crc
+
+
+def unit(*key):
+    """A keyed draw in [0, 1): the CRC-32 of the key's parts as text, joined by colons, over 2**32."""
+    return (_hash_parts(0xFFFFFFFF, key, False) ^ 0xFFFFFFFF) / 4294967296.0
+
+
+cdef class Draws:
+    """`draws.DrawsInPython` in C: `unit(*prefix, label)` and `spread(low, high, *prefix, label)`, the
+    prefix hashed once and each label's CRC-32 run on from it, without a Python call's layers: a
+    candidate world's plan draws some two hundred, and every pod of a view a few."""
+
+    # The CRC-32 register after the prefix and the colon that follows it (before the final inversion).
+    cdef uint32_t start
+
+    def __init__(self, *prefix):
+        self.start = _hash_parts(0xFFFFFFFF, prefix, True)
+
+    cpdef double unit(self, str label) except? -1.0:
+        cdef Py_ssize_t size
+        cdef const char* text = PyUnicode_AsUTF8AndSize(label, &size)
+        return (_crc(self.start, <const unsigned char*>text, size) ^ 0xFFFFFFFF) / 4294967296.0
+
+    cpdef double spread(self, double low, double high, str label) except? -1.0:
+        # As Python computes `low + (high - low) * unit`: the bounds are floats, or ints a double holds exactly.
+        return low + (high - low) * self.unit(label)

@@ -2,7 +2,7 @@
 
 `unit` and `spread` draw once from a key (CRC-32 of its parts); `Draws` hashes a shared prefix once
 for the many draws of one service; `mix` gives per-minute noise in [-1, 1) from an integer hash.
-Both hashes are compiled (`_noise.pyx`), or in Python: a keyed draw cached, the noise on many lanes of
+All three are compiled (`_noise.pyx`), or in Python: a keyed draw cached, the noise on many lanes of
 one integer at once (`mix_lanes`).
 """
 
@@ -13,6 +13,7 @@ import zlib
 from array import array
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from typing import Protocol
 
 
 # Kept: views draw the same keys on every look (pods, versions, phrasings). Typed, so that 1 and 1.0,
@@ -29,9 +30,18 @@ def spread(low: float, high: float, *key: object) -> float:
     return low + (high - low) * unit(*key)
 
 
-class Draws:
+class PrefixedDraws(Protocol):
+    """Keyed draws that share the first parts of their keys (`Draws`)."""
+
+    def unit(self, label: str) -> float: ...
+
+    def spread(self, low: float, high: float, label: str) -> float: ...
+
+
+class DrawsInPython:
     """`unit(*prefix, label)` and `spread(low, high, *prefix, label)` with the prefix hashed once:
-    CRC-32 runs on from the prefix's. A plan makes some two hundred draws per incident."""
+    CRC-32 runs on from the prefix's. A plan makes some two hundred draws per incident. What the
+    compiled kernel's `Draws` stands for."""
 
     __slots__ = ("_start",)
 
@@ -87,6 +97,8 @@ def pack(values: Sequence[int]) -> int:
 MixNoise = Callable[[Sequence[int], int], list[float]]
 # A keyed draw: a key's parts to a float in [0, 1).
 KeyedDraw = Callable[..., float]
+# Keyed draws sharing a prefix: the prefix's parts to what draws the rest of each key.
+PrefixDraws = Callable[..., PrefixedDraws]
 
 
 def mix_in_python(values: Sequence[int], add: int) -> list[float]:
@@ -95,15 +107,16 @@ def mix_in_python(values: Sequence[int], add: int) -> list[float]:
     return mix_lanes(pack(values), len(values), add)
 
 
-def compiled_kernel() -> tuple[MixNoise, KeyedDraw] | None:
+def compiled_kernel() -> tuple[MixNoise, KeyedDraw, PrefixDraws] | None:
     """The same hashes compiled (setup.py), in C, if this install has them: the noise value by value,
-    a keyed draw on the key's parts as they stand."""
+    a keyed draw on the key's parts as they stand, and draws sharing a prefix."""
     try:
+        from ._noise import Draws as CompiledDraws
         from ._noise import mix as compiled_mix
         from ._noise import unit as compiled_unit
-    except ImportError:  # no C compiler, or a build from before the keyed draw: the Python hashes both
+    except ImportError:  # no C compiler, or a build from before the last of them: the Python hashes all
         return None
-    return compiled_mix, compiled_unit
+    return compiled_mix, compiled_unit, CompiledDraws
 
 
-mix, unit = compiled_kernel() or (mix_in_python, unit_in_python)
+mix, unit, Draws = compiled_kernel() or (mix_in_python, unit_in_python, DrawsInPython)
