@@ -52,7 +52,7 @@ cdef inline uint32_t _crc(uint32_t crc, const unsigned char* data, Py_ssize_t si
     return crc
 
 
-cdef uint32_t _hash_parts(uint32_t crc, tuple parts, bint colon_after_last) except *:
+cdef inline uint32_t _hash_parts(uint32_t crc, tuple parts, bint colon_after_last) except? 0:
     """`crc` run on over the parts as text, joined by colons (and one after the last, if asked).
 
     A str part is its UTF-8 bytes and an int one its decimal digits, written here; any other part is
