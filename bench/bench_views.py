@@ -6,22 +6,27 @@ Each generated incident (gen_hard by default) is played by one fixed policy, whi
 roots from the core (a benchmark's choice of where to look, not an agent's): the logs and health of
 every root, a scale-up of the first root, then the same looks again until the episode's last step
 before its end. A row per view and look (first, or again after the remedy) gives the median and p99
-µs per step; `--against DIR` times another checkout's core on the same episodes in turn, as
-`bench_core.py` does, and adds the ratio of the medians (this core's over the other's).
+µs per step; `--against DIR` times another checkout's core on the same episodes, in processes of its
+own as `bench_core.py` does (against.py), and adds the ratio of the medians (this core's over the
+other's).
 
-    python bench/bench_views.py [--episodes N] [--task ID] [--clock wall|cpu] [--against DIR]
+    python bench/bench_views.py [--episodes N] [--task ID] [--clock wall|cpu] [--against DIR [--rounds N]]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench_core import CLOCKS, THIS, Core, checkout_core, percentile
+from against import JSON_FLAG, rounds
+from bench_core import CLOCKS, percentile
 
+from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.models import CheckHealth, InspectLogs, ScaleUp
 from service_incident.tasks import TASKS
 
@@ -44,31 +49,42 @@ def play(env: Any, task_id: str, seed: int, clock: Any, found: dict[str, list[fl
             return
 
 
+def timings(args: argparse.Namespace) -> dict[str, list[float]]:
+    """Each look's seconds per step, with this process's core."""
+    env = ServiceIncidentEnvironment()
+    found: dict[str, list[float]] = defaultdict(list)
+    for seed in range(args.episodes + 10):
+        # The first ten episodes warm caches, untimed.
+        play(env, args.task, seed, CLOCKS[args.clock], found if seed >= 10 else defaultdict(list))
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--task", default="gen_hard")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu")
     parser.add_argument("--against", type=Path, help="the root of another checkout to time beside this one")
+    parser.add_argument("--rounds", type=int, default=2, help="with --against: runs of each core")
+    parser.add_argument(JSON_FLAG, action="store_true", help=argparse.SUPPRESS)  # a child's: its looks as JSON
     args = parser.parse_args()
-    clock = CLOCKS[args.clock]
-    cores: list[Core] = [THIS, *([checkout_core(args.against)] if args.against else [])]
-    envs = [core.environment() for core in cores]
-    found: list[dict[str, list[float]]] = [defaultdict(list) for _ in cores]
-    for seed in range(args.episodes + 10):
-        # Each episode by each core in turn, the order alternating; the first ten warm caches, untimed.
-        order = list(range(len(cores))) if seed % 2 == 0 else list(range(len(cores)))[::-1]
-        for index in order:
-            play(envs[index], args.task, seed, clock, found[index] if seed >= 10 else defaultdict(list))
+    if args.json:
+        print(json.dumps(timings(args)))
+        return
+    if args.against is None:
+        mine, other = timings(args), None
+    else:
+        runs = rounds(Path(__file__), sys.argv[1:], args.against, args.rounds)
+        mine, other = ({label: [t for run in core for t in run[label]] for label in core[0]} for core in runs)
     header = f"{'look':<28}{'steps':>7}{'p50 us':>10}{'p99 us':>10}"
-    print(header + (f"{'against p50':>13}{'x':>7}" if args.against else ""))
-    for label in sorted(found[0]):
-        times = found[0][label]
+    print(header + (f"{'against p50':>13}{'x':>7}" if other is not None else ""))
+    for label in sorted(mine):
+        times = mine[label]
         median, tail = 1e6 * statistics.median(times), 1e6 * percentile(times, 0.99)
         line = f"{label:<28}{len(times):>7}{median:>10.1f}{tail:>10.1f}"
-        if args.against:
-            other = statistics.median(found[1][label])
-            line += f"{1e6 * other:>13.1f}{statistics.median(times) / other:>7.2f}"
+        if other is not None:
+            theirs = statistics.median(other[label])
+            line += f"{1e6 * theirs:>13.1f}{statistics.median(times) / theirs:>7.2f}"
         print(line)
 
 
