@@ -19,7 +19,7 @@ def parse_time(stamp: str) -> datetime:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
-# Durations of a float amount of one unit, `timedelta(seconds=amount)` and the like to the microsecond:
+# Durations of an amount of one unit, `timedelta(seconds=amount)` and the like to the microsecond:
 # the amount passed in its place rather than by keyword, which `timedelta` finds by looking each of its
 # seven keywords' names up, at more than the duration's arithmetic costs (a pod's age takes two, and a
 # new incident's clock one a minute).
