@@ -3,8 +3,8 @@
 Each kernel is a `.pyx` beside the Python it stands for, which draws and computes the same:
 `telemetry/_spans.pyx` a trace sample's span draws (`traces.draw_in_python`) and `world/_minute.pyx`
 every service's state in a simulated minute (`simulation._minute_states`), operation for operation;
-`world/_noise.pyx` the per-minute noise hash (`draws.mix_in_python`) and a keyed draw's CRC-32
-(`draws.unit_in_python`), value for value;
+`world/_noise.pyx` the per-minute noise hash (`draws.mix_in_python`) and a keyed draw's CRC-32, whole
+(`draws.unit_in_python`) or run on from a prefix's (`draws.DrawsInPython`), value for value;
 `world/_decimals.pyx` rounding to decimals (`decimals.round_in_python`, `decimals.significant_in_python`),
 float for float. tests/test_core_spans.py, tests/test_core_minute.py, tests/test_core_noise.py and
 tests/test_core_decimals.py hold each to its Python. The extensions are optional: where no C compiler

@@ -17,14 +17,13 @@ that alternates (against.py), and adds the ratio of the medians (this core's ove
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from against import JSON_FLAG, rounds
+from against import add_arguments, pooled, print_json, rounds
 
 from service_incident import dataset
 from service_incident.environment import ServiceIncidentEnvironment
@@ -37,6 +36,9 @@ Samples = list[tuple[int, float]]
 # The seconds of a row's resets and of its steps (none for a row of resets alone), and every row's by label.
 Timed = tuple[list[float], list[float]]
 Rows = dict[str, Timed]
+# The row of the 15-service training incidents among the generated tasks' episodes: how many there were
+# is printed beside it, from its samples.
+TRAINING_ROW = f"{MAX_SERVICES}-service resets"
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -120,7 +122,7 @@ def timings(args: argparse.Namespace) -> Rows:
             largest[0].extend(seconds(resets, MAX_SERVICES))
             largest[1].extend(seconds(steps, MAX_SERVICES))
     if largest[0]:
-        found[f"{MAX_SERVICES}-service resets ({len(largest[0])})"] = largest
+        found[TRAINING_ROW] = largest
     for task_id in [t for t in args.tasks if TASKS[t].generated]:
         # A group of rollouts resets one seed several times: the seeds played above, reset again.
         found[f"{task_id} seed again"] = (replayed(task_id, range(args.episodes), clock), [])
@@ -132,26 +134,16 @@ def timings(args: argparse.Namespace) -> Rows:
     return found
 
 
-def pooled(runs: list[Rows]) -> Rows:
-    """Each row's seconds over every run."""
-    return {
-        label: ([t for run in runs for t in run[label][0]], [t for run in runs for t in run[label][1]])
-        for label in runs[0]
-    }
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=1000, help="episodes per task")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall", help="what a call's time is")
     parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS), help="tasks to time")
     parser.add_argument("--no-frozen", action="store_true", help="skip the frozen 15-service incidents")
-    parser.add_argument("--against", type=Path, help="the root of another checkout to time beside this one")
-    parser.add_argument("--rounds", type=int, default=2, help="with --against: runs of each core")
-    parser.add_argument(JSON_FLAG, action="store_true", help=argparse.SUPPRESS)  # a child's: its rows as JSON
+    add_arguments(parser)
     args = parser.parse_args()
     if args.json:
-        print(json.dumps(timings(args)))
+        print_json(timings(args))
         return
     if args.against is None:
         mine, other = timings(args), None
@@ -160,8 +152,10 @@ def main() -> None:
         mine, other = pooled(runs[0]), pooled(runs[1])
     header = f"{'task':<26}{'reset p50 us':>14}{'reset p99 us':>14}{'step p50 us':>14}{'step p99 us':>14}"
     print(header + (f"{'reset x':>10}{'step x':>10}" if other is not None else ""))
-    for label, measured in mine.items():
-        report(label, measured, None if other is None else other[label])
+    for label, (resets, steps) in mine.items():
+        # A row the other core has none of (its incidents differ) is printed without a ratio.
+        theirs = None if other is None or label not in other else other[label]
+        report(f"{label} ({len(resets)})" if label == TRAINING_ROW else label, (resets, steps), theirs)
 
 
 if __name__ == "__main__":

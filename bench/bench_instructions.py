@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import msgspec
+from against import checkout, positive
 
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.harness.agents import ExpertAgent
@@ -148,21 +149,6 @@ def measure(root: Path, task_id: str, moves: Path, steps: int, episodes: int, ch
     with ThreadPoolExecutor(max_workers=2) as pool:
         none, resets, played = pool.map(lambda mode: instructions(root, task_id, mode, moves, child), MODES)
     return Counts((resets - none) / episodes, (played - resets) / steps)
-
-
-def checkout(value: str) -> Path:
-    """A checkout's root, as `--against` names it: one with the package in it."""
-    root = Path(value).resolve()
-    if not (root / "service_incident" / "__init__.py").is_file():
-        raise argparse.ArgumentTypeError(f"{root} holds no service_incident package")
-    return root
-
-
-def positive(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"at least 1, got {number}")
-    return number
 
 
 def main() -> None:

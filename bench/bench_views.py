@@ -16,14 +16,13 @@ other's).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from against import JSON_FLAG, rounds
+from against import add_arguments, pooled, print_json, rounds
 from bench_core import CLOCKS, percentile
 
 from service_incident.environment import ServiceIncidentEnvironment
@@ -64,25 +63,23 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--task", default="gen_hard")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu")
-    parser.add_argument("--against", type=Path, help="the root of another checkout to time beside this one")
-    parser.add_argument("--rounds", type=int, default=2, help="with --against: runs of each core")
-    parser.add_argument(JSON_FLAG, action="store_true", help=argparse.SUPPRESS)  # a child's: its looks as JSON
+    add_arguments(parser)
     args = parser.parse_args()
     if args.json:
-        print(json.dumps(timings(args)))
+        print_json(timings(args))
         return
     if args.against is None:
         mine, other = timings(args), None
     else:
         runs = rounds(Path(__file__), sys.argv[1:], args.against, args.rounds)
-        mine, other = ({label: [t for run in core for t in run[label]] for label in core[0]} for core in runs)
+        mine, other = pooled(runs[0]), pooled(runs[1])
     header = f"{'look':<28}{'steps':>7}{'p50 us':>10}{'p99 us':>10}"
     print(header + (f"{'against p50':>13}{'x':>7}" if other is not None else ""))
     for label in sorted(mine):
         times = mine[label]
         median, tail = 1e6 * statistics.median(times), 1e6 * percentile(times, 0.99)
         line = f"{label:<28}{len(times):>7}{median:>10.1f}{tail:>10.1f}"
-        if other is not None:
+        if other is not None and label in other:
             theirs = statistics.median(other[label])
             line += f"{1e6 * theirs:>13.1f}{statistics.median(times) / theirs:>7.2f}"
         print(line)

@@ -47,15 +47,18 @@ def test_without_the_kernel_the_python_computes(kernel: str, user: str, used: st
     assert found.stdout.strip() == "True"
 
 
-def test_a_noise_kernel_built_before_the_keyed_draw_leaves_the_python_drawing_both() -> None:
-    # A build of the kernel from before it drew keys: the package imports, and the Python computes.
+@pytest.mark.parametrize("built", [("mix",), ("mix", "unit")])
+def test_a_noise_kernel_built_before_its_last_draw_leaves_the_python_drawing_all(built: tuple[str, ...]) -> None:
+    # A build of the kernel from before it drew keys, or before it drew under a prefix: the package
+    # imports, and the Python computes every draw.
     code = (
         "import sys, types\n"
         "stale = types.ModuleType('service_incident.world._noise')\n"
-        "stale.mix = lambda values, add: []\n"
+        f"for name in {built!r}: setattr(stale, name, lambda *args: [])\n"
         "sys.modules['service_incident.world._noise'] = stale\n"
         "import service_incident.world.draws as draws\n"
-        "print(draws.compiled_kernel() is None, draws.unit is draws.unit_in_python, draws.mix is draws.mix_in_python)"
+        "print(draws.compiled_kernel() is None, draws.unit is draws.unit_in_python, draws.mix is draws.mix_in_python,"
+        " draws.Draws is draws.DrawsInPython)"
     )
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert found.stdout.split() == ["True", "True", "True"]
+    assert found.stdout.split() == ["True", "True", "True", "True"]

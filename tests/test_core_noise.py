@@ -21,22 +21,22 @@ EDGES = [0, 1, 2**31 - 1, 2**31, 2**32 - 1, 2**32, -(2**31), -(2**32) + 1, 2**64
 
 
 @pytest.fixture
-def kernel() -> tuple[draws.MixNoise, draws.KeyedDraw, draws.PrefixDraws]:
+def kernel() -> tuple[draws.MixNoise, draws.KeyedDraw, draws.MakeDraws]:
     return compiled_or_skip(draws)
 
 
 @pytest.fixture
-def compiled(kernel: tuple[draws.MixNoise, draws.KeyedDraw, draws.PrefixDraws]) -> draws.MixNoise:
+def compiled(kernel: tuple[draws.MixNoise, draws.KeyedDraw, draws.MakeDraws]) -> draws.MixNoise:
     return kernel[0]
 
 
 @pytest.fixture
-def keyed(kernel: tuple[draws.MixNoise, draws.KeyedDraw, draws.PrefixDraws]) -> draws.KeyedDraw:
+def keyed(kernel: tuple[draws.MixNoise, draws.KeyedDraw, draws.MakeDraws]) -> draws.KeyedDraw:
     return kernel[1]
 
 
 @pytest.fixture
-def prefixed(kernel: tuple[draws.MixNoise, draws.KeyedDraw, draws.PrefixDraws]) -> draws.PrefixDraws:
+def prefixed(kernel: tuple[draws.MixNoise, draws.KeyedDraw, draws.MakeDraws]) -> draws.MakeDraws:
     return kernel[2]
 
 
@@ -130,7 +130,7 @@ def test_the_kernel_refuses_text_utf8_cannot_encode_as_the_python_does(keyed: dr
 BOUNDS = [(20, 900), (500, 20_000), (0.6, 1.5), (0.0002, 0.004), (-30.0, 10.0), (1.0, 0.2), (3, 3), (-7, 0.5)]
 
 
-def test_the_kernel_draws_under_a_prefix_as_the_python_does(prefixed: draws.PrefixDraws) -> None:
+def test_the_kernel_draws_under_a_prefix_as_the_python_does(prefixed: draws.MakeDraws) -> None:
     rng = random.Random(29)
     labels = ["", "rps", "0:1", "a:b", "é漢字😀", "x" * 5_000] + [_random_text(rng) for _ in range(300)]
     for prefix in KEYS:
@@ -139,11 +139,13 @@ def test_the_kernel_draws_under_a_prefix_as_the_python_does(prefixed: draws.Pref
         for low, high in BOUNDS:
             found = [compiled.spread(low, high, label) for label in labels[:50]]
             assert found == [python.spread(low, high, label) for label in labels[:50]], (prefix, low, high)
+    # A label of a subclass of str draws as its value does, as the Python encodes it.
+    assert prefixed("p").unit(_Named.A) == draws.DrawsInPython("p").unit(_Named.A) == prefixed("p").unit("a")
     # Under a prefix, a draw is the keyed draw of the whole key.
     assert prefixed("gen_hard-5", 3).unit("p50") == draws.unit_in_python.__wrapped__("gen_hard-5", 3, "p50")
 
 
-def test_the_kernel_refuses_under_a_prefix_what_the_python_refuses(prefixed: draws.PrefixDraws) -> None:
+def test_the_kernel_refuses_under_a_prefix_what_the_python_refuses(prefixed: draws.MakeDraws) -> None:
     for make in (prefixed, draws.DrawsInPython):
         with pytest.raises(UnicodeEncodeError):
             make("ok", "\ud800")

@@ -104,11 +104,12 @@ cdef class Draws:
     def __init__(self, *prefix):
         self.start = _hash_parts(0xFFFFFFFF, prefix, True)
 
-    cpdef double unit(self, str label) except? -1.0:
+    cpdef double unit(self, label) except? -1.0:
+        # Any str, a subclass's as its value: as the Python's `label.encode()` spells it.
         cdef Py_ssize_t size
         cdef const char* text = PyUnicode_AsUTF8AndSize(label, &size)
         return (_crc(self.start, <const unsigned char*>text, size) ^ 0xFFFFFFFF) / 4294967296.0
 
-    cpdef double spread(self, double low, double high, str label) except? -1.0:
+    cpdef double spread(self, double low, double high, label) except? -1.0:
         # As Python computes `low + (high - low) * unit`: the bounds are floats, or ints a double holds exactly.
         return low + (high - low) * self.unit(label)

@@ -98,7 +98,7 @@ MixNoise = Callable[[Sequence[int], int], list[float]]
 # A keyed draw: a key's parts to a float in [0, 1).
 KeyedDraw = Callable[..., float]
 # Keyed draws sharing a prefix: the prefix's parts to what draws the rest of each key.
-PrefixDraws = Callable[..., PrefixedDraws]
+MakeDraws = Callable[..., PrefixedDraws]
 
 
 def mix_in_python(values: Sequence[int], add: int) -> list[float]:
@@ -107,7 +107,7 @@ def mix_in_python(values: Sequence[int], add: int) -> list[float]:
     return mix_lanes(pack(values), len(values), add)
 
 
-def compiled_kernel() -> tuple[MixNoise, KeyedDraw, PrefixDraws] | None:
+def compiled_kernel() -> tuple[MixNoise, KeyedDraw, MakeDraws] | None:
     """The same hashes compiled (setup.py), in C, if this install has them: the noise value by value,
     a keyed draw on the key's parts as they stand, and draws sharing a prefix."""
     try:
