@@ -7,7 +7,8 @@ its samples (`print_json`), the child of the other checkout with that checkout's
 path. Each child says where it found the package and whether its core runs compiled: one that found
 another checkout's is refused, and one core interpreted beside a compiled one is said. The order
 alternates round by round (this, other; other, this; ...), so drift on a shared machine falls on
-both alike; each core's samples are pooled over its rounds (`pooled`).
+both alike; each core's samples are pooled over its rounds (`pooled`). A benchmark asks for both
+through `measured`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from typing import Any
@@ -95,11 +97,11 @@ def run_child(script: Path, argv: list[str], root: Path) -> dict[str, Any]:
 
 def rounds(script: Path, argv: list[str], other: Path, count: int) -> tuple[list[Rows], list[Rows]]:
     """Each round's samples from this checkout's core and from the other's, the order alternating."""
-    roots = (ROOT, other)
+    roots, own = (ROOT, other), child_argv(argv)
     found: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
     for index in range(count):
         for core in (0, 1) if index % 2 == 0 else (1, 0):
-            found[core].append(run_child(script, child_argv(argv), roots[core]))
+            found[core].append(run_child(script, own, roots[core]))
     if found[0][0]["compiled"] != found[1][0]["compiled"]:
         interpreted = roots[1] if found[0][0]["compiled"] else ROOT
         print(
@@ -121,3 +123,17 @@ def pooled(runs: list[Rows]) -> Rows:
         else:
             found[label] = [t for run in runs for t in run[label]]
     return found
+
+
+def measured(
+    script: Path, args: argparse.Namespace, timings: Callable[[argparse.Namespace], Rows]
+) -> tuple[Rows, Rows | None]:
+    """A benchmark's samples with this checkout's core, and with the other's under `--against` (else
+    None). In a child, its samples are printed instead and the process ends there."""
+    if args.json:
+        print_json(timings(args))
+        raise SystemExit(0)
+    if args.against is None:
+        return timings(args), None
+    runs = rounds(script, sys.argv[1:], args.against, args.rounds)
+    return pooled(runs[0]), pooled(runs[1])

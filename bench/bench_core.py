@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from against import add_arguments, pooled, print_json, rounds
+from against import add_arguments, measured
 
 from service_incident import dataset
 from service_incident.environment import ServiceIncidentEnvironment
@@ -141,15 +140,7 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS), help="tasks to time")
     parser.add_argument("--no-frozen", action="store_true", help="skip the frozen 15-service incidents")
     add_arguments(parser)
-    args = parser.parse_args()
-    if args.json:
-        print_json(timings(args))
-        return
-    if args.against is None:
-        mine, other = timings(args), None
-    else:
-        runs = rounds(Path(__file__), sys.argv[1:], args.against, args.rounds)
-        mine, other = pooled(runs[0]), pooled(runs[1])
+    mine, other = measured(Path(__file__), parser.parse_args(), timings)
     header = f"{'task':<26}{'reset p50 us':>14}{'reset p99 us':>14}{'step p50 us':>14}{'step p99 us':>14}"
     print(header + (f"{'reset x':>10}{'step x':>10}" if other is not None else ""))
     for label, (resets, steps) in mine.items():

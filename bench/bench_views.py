@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from against import add_arguments, pooled, print_json, rounds
+from against import add_arguments, measured
 from bench_core import CLOCKS, percentile
 
 from service_incident.environment import ServiceIncidentEnvironment
@@ -64,15 +63,7 @@ def main() -> None:
     parser.add_argument("--task", default="gen_hard")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu")
     add_arguments(parser)
-    args = parser.parse_args()
-    if args.json:
-        print_json(timings(args))
-        return
-    if args.against is None:
-        mine, other = timings(args), None
-    else:
-        runs = rounds(Path(__file__), sys.argv[1:], args.against, args.rounds)
-        mine, other = pooled(runs[0]), pooled(runs[1])
+    mine, other = measured(Path(__file__), parser.parse_args(), timings)
     header = f"{'look':<28}{'steps':>7}{'p50 us':>10}{'p99 us':>10}"
     print(header + (f"{'against p50':>13}{'x':>7}" if other is not None else ""))
     for label in sorted(mine):
