@@ -12,7 +12,10 @@ The pool's process also plays the incident's reset. What it simulated and render
 episode of the incident (the states of the minutes up to the page, the pages, the first look's log
 lines) comes back with the incident and is kept too (`keep_untouched_steps`, `keep_shared`): some
 twenty kilobytes, where simulating and rendering them again would hold the event loop for about half
-of the reset, and the first step for the history's alert readings.
+of the reset, and the first step for the history's alert readings. It also renders ahead what looks
+at any service take from the incident alone (each service's pods and metrics breakdown): a few
+kilobytes more, where the serving process would spend about a tenth of each generated step rendering
+them at first looks.
 
 The pool's processes run at a lower priority than the server's (`NICENESS`). Sessions that started
 together end together, so resets come in bursts that keep the pool busy for a second or more; at the
@@ -39,7 +42,9 @@ from service_incident.holdout import HoldoutKey
 from service_incident.incidents import Incident
 from service_incident.models import ResetRequest
 from service_incident.tasks import DEFAULT_TASK, Task, draws_incident, find_task, keep_drawn, resolve_incident
+from service_incident.telemetry.look import Telemetry
 from service_incident.telemetry.state import Shared, keep_shared, portable
+from service_incident.world import World
 from service_incident.world.steps import States, keep_untouched_steps, untouched_steps
 
 from . import collector
@@ -54,7 +59,7 @@ class Drawn(NamedTuple):
 
     incident: Incident
     states: dict[int, States]  # of the steps no remedy reached that the pool simulated: up to the page
-    rendered: Shared
+    rendered: Shared  # its reset's renderings, and what looks at any service take from the incident alone
 
 
 class Reset(NamedTuple):
@@ -168,4 +173,5 @@ def _generate(task_id: str, seed: int) -> Drawn | None:
     except (KeyError, ValueError):
         return None
     _env.reset(task_id=task_id, seed=seed)  # plays the incident just kept, rendering its reset
+    Telemetry(World(incident), seed).render_ahead()
     return Drawn(incident, untouched_steps(incident), portable(incident))

@@ -144,8 +144,8 @@ async def test_a_pool_whose_process_died_is_replaced(monkeypatch: pytest.MonkeyP
 
 # Plays the digest's episodes (every reference agent and a random player, remedies included) of some
 # generated draws in a process of its own, each draw made first by a pool of this many processes (0:
-# none); prints how many draws found their pages rendered and their states at the page simulated
-# before their first reset, and the digest.
+# none); prints how many draws found their pages, pods and breakdowns rendered and their states at the
+# page simulated before their first reset, and the digest.
 PLAYED_AFTER_DRAWS = """
 import asyncio, hashlib, sys
 sys.path.insert(0, sys.argv[2])
@@ -166,7 +166,9 @@ async def main():
         for task_id, seed in DRAWS:
             await generation.draw(ResetRequest(task_id=task_id, seed=seed), None)
             incident = tasks.resolve_incident(tasks.TASKS[task_id], None, seed)
-            rendered += bool(shared(incident).pages) and 0 in untouched_steps(incident)
+            kept, names = shared(incident), {spec.name for spec in incident.services}
+            ahead = {key[0] for key in kept.pods} == names == set(kept.breakdowns)
+            rendered += bool(kept.pages) and 0 in untouched_steps(incident) and ahead
             play(env, digest, task_id, seed, None)
     finally:
         generation.close()
@@ -178,8 +180,9 @@ asyncio.run(main())
 
 def test_episodes_of_an_incident_drawn_in_the_pool_are_those_played_from_scratch() -> None:
     """What the pool's process simulated and rendered of an incident (the states up to the page, its
-    reset's pages and first look), kept for every episode of it, leaves each frame of every episode as
-    a process that simulated and rendered everything itself shows it."""
+    reset's pages and first look, every service's pods and metrics breakdown), kept for every episode
+    of it, leaves each frame of every episode as a process that simulated and rendered everything
+    itself shows it."""
     bench = str(Path(__file__).resolve().parent.parent / "bench")
 
     def played(processes: int) -> tuple[int, str]:

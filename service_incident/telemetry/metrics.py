@@ -83,7 +83,7 @@ class BreakdownShape(NamedTuple):
     jobs: tuple[tuple[str, float, float, float], ...]  # name, runs per second, p99, share failing when idle
 
 
-def _shape(state: TelemetryState, service: str) -> BreakdownShape:
+def breakdown_shape(state: TelemetryState, service: str) -> BreakdownShape:
     found = state.shared.breakdowns.get(service)
     if found is None:
         world = state.world
@@ -118,7 +118,7 @@ def _breakdown(state: TelemetryState, service: str, minute: int) -> list[Endpoin
     world = state.world
     service_state = world.states_at(minute)[service]
     rng = rng_for(state.seed, world.incident.id, service, "breakdown", minute)
-    shape = _shape(state, service)
+    shape = breakdown_shape(state, service)
     write_share = shape.write_share
     error_rate, p99_ms, rps = service_state.error_rate, service_state.p99_ms, service_state.rps
     # The service's own failures fall on its writes alone, or on every request alike. Off that path its
