@@ -12,10 +12,13 @@ The pool's process also plays the incident's reset. What it simulated and render
 episode of the incident (the states of the minutes up to the page, the pages, the first look's log
 lines) comes back with the incident and is kept too (`keep_untouched_steps`, `keep_shared`): some
 twenty kilobytes, where simulating and rendering them again would hold the event loop for about half
-of the reset, and the first step for the history's alert readings. It also renders ahead what looks
-at any service take from the incident alone (each service's pods and metrics breakdown): a few
-kilobytes more, where the serving process would spend about a tenth of each generated step rendering
-them at first looks.
+of the reset, and the first step for the history's alert readings. It renders ahead, too, what the
+episodes of the incident show from the incident alone until their first remedy: each service's pods
+and metrics breakdown (which the first look at the service asks), and the states and pages of every
+step of the task's budget (which every step asks). That is a millisecond more of the pool's per draw
+and some thirty kilobytes more to send, where the serving process would spend about a third of each
+step of a generated episode simulating and rendering them among its other sessions' steps; a burst
+of resets waits longer on the pool for it (docs/measurement.md).
 
 The pool's processes run at a lower priority than the server's (`NICENESS`). Sessions that started
 together end together, so resets come in bursts that keep the pool busy for a second or more; at the
@@ -42,9 +45,7 @@ from service_incident.holdout import HoldoutKey
 from service_incident.incidents import Incident
 from service_incident.models import ResetRequest
 from service_incident.tasks import DEFAULT_TASK, Task, draws_incident, find_task, keep_drawn, resolve_incident
-from service_incident.telemetry.look import Telemetry
 from service_incident.telemetry.state import Shared, keep_shared, portable
-from service_incident.world import World
 from service_incident.world.steps import States, keep_untouched_steps, untouched_steps
 
 from . import collector
@@ -58,8 +59,8 @@ class Drawn(NamedTuple):
     every episode of it."""
 
     incident: Incident
-    states: dict[int, States]  # of the steps no remedy reached that the pool simulated: up to the page
-    rendered: Shared  # its reset's renderings, and what looks at any service take from the incident alone
+    states: dict[int, States]  # of the steps no remedy reached that the pool simulated: through the budget
+    rendered: Shared
 
 
 class Reset(NamedTuple):
@@ -163,8 +164,9 @@ def _exit_with_parent() -> None:
 
 def _generate(task_id: str, seed: int) -> Drawn | None:
     """In a process of the pool: the incident a reset of the task with this seed plays, and what playing
-    its reset simulated and rendered for every episode of it; None where no incident is to be had (the
-    environment then says why, in its own words)."""
+    its reset simulated and rendered for every episode of it, with what its episodes show from the
+    incident alone until their first remedy rendered ahead through the task's budget; None where no
+    incident is to be had (the environment then says why, in its own words)."""
     task = find_task(task_id, held_out=_key is not None)
     if task is None or _env is None:
         return None
@@ -173,5 +175,5 @@ def _generate(task_id: str, seed: int) -> Drawn | None:
     except (KeyError, ValueError):
         return None
     _env.reset(task_id=task_id, seed=seed)  # plays the incident just kept, rendering its reset
-    Telemetry(World(incident), seed).render_ahead()
+    _env.render_ahead()
     return Drawn(incident, untouched_steps(incident), portable(incident))

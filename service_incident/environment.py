@@ -265,6 +265,15 @@ class ServiceIncidentEnvironment:
         episode = self._episode
         return (episode.score, episode.breakdown) if episode else (None, None)
 
+    def render_ahead(self) -> None:
+        """Render now, for every episode of the current incident, what they show from the incident alone
+        until their first remedy, through the task's budget (`Telemetry.render_ahead`): what a process
+        that draws incidents for another (a server's generation pool) sends with each, right after its
+        reset."""
+        episode = self._episode
+        if episode is not None and not episode.world.history:
+            episode.telemetry.render_ahead(episode.task.max_steps)
+
     def close(self) -> None:
         self._episode = None
         self._last = None

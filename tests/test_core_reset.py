@@ -8,8 +8,12 @@ import inspect
 import msgspec
 import pytest
 
+from service_incident import tasks
 from service_incident.environment import ServiceIncidentEnvironment
-from service_incident.models import InvalidReset, ResetRequest
+from service_incident.incidents import Incident
+from service_incident.models import InvalidReset, ResetRequest, Restart
+from service_incident.telemetry.state import shared
+from service_incident.world.steps import untouched_steps
 
 
 def test_the_keyword_reset_takes_exactly_the_fields_of_a_reset_request() -> None:
@@ -42,3 +46,30 @@ def test_both_forms_refuse_the_same_arguments_with_the_same_message(fields: dict
     with pytest.raises(InvalidReset) as by_request:
         ServiceIncidentEnvironment().start(ResetRequest(**fields))  # type: ignore[arg-type]
     assert str(by_keywords.value) == str(by_request.value)
+
+
+def _incident_of(task_id: str, seed: int) -> Incident:
+    return tasks.resolve_incident(tasks.TASKS[task_id], None, seed)
+
+
+def test_rendering_ahead_keeps_what_episodes_show_from_the_incident_alone_through_the_budget() -> None:
+    env = ServiceIncidentEnvironment()
+    env.reset(task_id="gen_medium", seed=8_201)
+    incident, budget = _incident_of("gen_medium", 8_201), tasks.TASKS["gen_medium"].max_steps
+    assert budget not in untouched_steps(incident)
+    env.render_ahead()
+    kept, names = shared(incident), {spec.name for spec in incident.services}
+    assert budget in untouched_steps(incident) and budget + 1 not in untouched_steps(incident)
+    assert max(0, budget - incident.metrics_lag) in kept.pages
+    assert {key[0] for key in kept.pods} == names == set(kept.breakdowns)
+
+
+def test_an_episode_remedied_already_renders_nothing_ahead() -> None:
+    """After a remedy the episode's world is its own: nothing it would render is the incident's alone."""
+    env = ServiceIncidentEnvironment()
+    observation = env.reset(task_id="gen_medium", seed=8_202)
+    env.step(Restart(target=observation.services[0]))
+    incident = _incident_of("gen_medium", 8_202)
+    env.render_ahead()
+    assert tasks.TASKS["gen_medium"].max_steps not in untouched_steps(incident)
+    assert {key[0] for key in shared(incident).breakdowns} <= {observation.services[0]}

@@ -168,7 +168,10 @@ async def main():
             incident = tasks.resolve_incident(tasks.TASKS[task_id], None, seed)
             kept, names = shared(incident), {spec.name for spec in incident.services}
             ahead = {key[0] for key in kept.pods} == names == set(kept.breakdowns)
-            rendered += bool(kept.pages) and 0 in untouched_steps(incident) and ahead
+            budget = tasks.TASKS[task_id].max_steps
+            lagged = max(0, budget - incident.metrics_lag)  # the last minute the pages read at the last step
+            ahead = ahead and budget in untouched_steps(incident) and lagged in kept.pages
+            rendered += 0 in kept.pages and 0 in untouched_steps(incident) and ahead
             play(env, digest, task_id, seed, None)
     finally:
         generation.close()
