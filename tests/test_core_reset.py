@@ -13,6 +13,7 @@ from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.incidents import Incident
 from service_incident.models import InvalidReset, ResetRequest, Restart
 from service_incident.telemetry.state import shared
+from service_incident.world import HISTORY_MINUTES
 from service_incident.world.steps import untouched_steps
 
 
@@ -61,6 +62,7 @@ def test_rendering_ahead_keeps_what_episodes_show_from_the_incident_alone_throug
     kept, names = shared(incident), {spec.name for spec in incident.services}
     assert budget in untouched_steps(incident) and budget + 1 not in untouched_steps(incident)
     assert max(0, budget - incident.metrics_lag) in kept.pages
+    assert set(kept.minutes) == set(range(-HISTORY_MINUTES, max(0, budget - incident.metrics_lag) + 1))
     assert {key[0] for key in kept.pods} == names == set(kept.breakdowns)
 
 

@@ -84,17 +84,19 @@ class Telemetry:
         return look
 
     def render_ahead(self, steps: int) -> None:
-        """Render, before any look asks, what episodes of the incident show from the incident alone until
-        their first remedy, kept for every episode of it (`Shared`, and the world's untouched steps): each
-        service's pods and metrics breakdown, and the states and pages of every step through `steps` (a
-        budget no episode goes past). A server's generation process does this for the incident it hands
-        over, so that the serving process finds them where its steps would render them."""
+        """Render, before any look asks and before any remedy, what episodes of the incident show from the
+        incident alone until their first remedy, kept for every episode of it (`Shared`, and the world's
+        untouched steps): each service's pods and metrics breakdown, and the states, pages and metric
+        stamps of every step through `steps` (a budget no episode goes past). A server's generation
+        process does this for the incident it hands over, so that the serving process finds them where
+        its steps would render them."""
         for spec in self.world.incident.services:
             pods.pods(self.state, spec.name, 0)
             metrics.breakdown_shape(self.state, spec.name)
         for step in range(1, steps + 1):
             self.world.states_at(step)
             self.alerts(step)
+        metrics.stamp_minutes(self.state, self.lagged(steps))
 
     def endpoints(self, view: View, service: str) -> tuple[str, ...]:
         """The endpoints a view of a service can be scoped to; none for a view that is not broken down by endpoint."""

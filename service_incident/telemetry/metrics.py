@@ -185,6 +185,15 @@ def points(state: TelemetryState, wanted: list[tuple[str, int]]) -> list[MetricP
     return [kept[want] for want in wanted]
 
 
+def stamp_minutes(state: TelemetryState, last: int) -> None:
+    """Stamp every minute a metrics view shows through minute `last`, kept for every episode of the
+    incident (`Shared.minutes`): what `points` would stamp as views ask."""
+    minutes = state.shared.minutes
+    for step in range(-HISTORY_MINUTES, last + 1):
+        if step not in minutes:
+            minutes[step] = minute_of(state.world, step)
+
+
 def _noise_key(state: TelemetryState, service: str) -> int:
     """What a service's metric noise is keyed by in this episode."""
     seed = state.seed
