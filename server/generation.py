@@ -15,8 +15,8 @@ twenty kilobytes, where simulating and rendering them again would hold the event
 of the reset, and the first step for the history's alert readings. It renders ahead, too, what the
 episodes of the incident show from the incident alone until their first remedy: each service's pods
 and metrics breakdown (which the first look at the service asks), and the states and pages of every
-step of the task's budget (which every step asks). That is a millisecond more of the pool's per draw
-and some thirty kilobytes more to send, where the serving process would spend about a third of each
+step of the task's budget (which every step asks). That is 1.5-3 ms more of the pool's per draw and
+thirty to sixty kilobytes more to send, where the serving process would spend about a third of each
 step of a generated episode simulating and rendering them among its other sessions' steps; a burst
 of resets waits longer on the pool for it (docs/measurement.md).
 
