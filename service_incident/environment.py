@@ -271,7 +271,7 @@ class ServiceIncidentEnvironment:
         that draws incidents for another (a server's generation pool) sends with each, right after its
         reset."""
         episode = self._episode
-        if episode is not None and not episode.world.history:
+        if episode is not None:
             episode.telemetry.render_ahead(episode.task.max_steps)
 
     def close(self) -> None:

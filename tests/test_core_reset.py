@@ -60,18 +60,25 @@ def test_rendering_ahead_keeps_what_episodes_show_from_the_incident_alone_throug
     assert budget not in untouched_steps(incident)
     env.render_ahead()
     kept, names = shared(incident), {spec.name for spec in incident.services}
-    assert budget in untouched_steps(incident) and budget + 1 not in untouched_steps(incident)
-    assert max(0, budget - incident.metrics_lag) in kept.pages
-    assert set(kept.minutes) == set(range(-HISTORY_MINUTES, max(0, budget - incident.metrics_lag) + 1))
+    lagged = [max(0, step - incident.metrics_lag) for step in range(budget + 1)]  # the minute each step pages on
+    assert set(range(budget + 1)) <= set(untouched_steps(incident)) and budget + 1 not in untouched_steps(incident)
+    assert set(lagged) <= set(kept.pages)
+    assert set(kept.minutes) == set(range(-HISTORY_MINUTES, lagged[-1] + 1))
     assert {key[0] for key in kept.pods} == names == set(kept.breakdowns)
 
 
 def test_an_episode_remedied_already_renders_nothing_ahead() -> None:
-    """After a remedy the episode's world is its own: nothing it would render is the incident's alone."""
+    """From a remedy on, what an episode renders is partly its own: rendering ahead is for an episode
+    that has only been reset, and renders nothing after one."""
     env = ServiceIncidentEnvironment()
     observation = env.reset(task_id="gen_medium", seed=8_202)
     env.step(Restart(target=observation.services[0]))
     incident = _incident_of("gen_medium", 8_202)
+    kept = shared(incident)
+
+    def rendered() -> tuple[set[object], ...]:
+        return set(untouched_steps(incident)), set(kept.pages), set(kept.pods), set(kept.breakdowns), set(kept.minutes)
+
+    before = rendered()
     env.render_ahead()
-    assert tasks.TASKS["gen_medium"].max_steps not in untouched_steps(incident)
-    assert {key[0] for key in shared(incident).breakdowns} <= {observation.services[0]}
+    assert rendered() == before

@@ -144,8 +144,8 @@ async def test_a_pool_whose_process_died_is_replaced(monkeypatch: pytest.MonkeyP
 
 # Plays the digest's episodes (every reference agent and a random player, remedies included) of some
 # generated draws in a process of its own, each draw made first by a pool of this many processes (0:
-# none); prints how many draws found their pages, pods and breakdowns rendered and their states at the
-# page simulated before their first reset, and the digest.
+# none); prints how many draws found every service's pods and breakdown rendered, and the states and
+# pages of every step through the task's budget, before their first reset; and the digest.
 PLAYED_AFTER_DRAWS = """
 import asyncio, hashlib, sys
 sys.path.insert(0, sys.argv[2])
@@ -168,10 +168,9 @@ async def main():
             incident = tasks.resolve_incident(tasks.TASKS[task_id], None, seed)
             kept, names = shared(incident), {spec.name for spec in incident.services}
             ahead = {key[0] for key in kept.pods} == names == set(kept.breakdowns)
-            budget = tasks.TASKS[task_id].max_steps
-            lagged = max(0, budget - incident.metrics_lag)  # the last minute the pages read at the last step
-            ahead = ahead and budget in untouched_steps(incident) and lagged in kept.pages
-            rendered += 0 in kept.pages and 0 in untouched_steps(incident) and ahead
+            steps = range(tasks.TASKS[task_id].max_steps + 1)
+            lagged = {max(0, step - incident.metrics_lag) for step in steps}  # the minutes the steps page on
+            rendered += ahead and set(steps) <= set(untouched_steps(incident)) and lagged <= set(kept.pages)
             play(env, digest, task_id, seed, None)
     finally:
         generation.close()
@@ -183,9 +182,9 @@ asyncio.run(main())
 
 def test_episodes_of_an_incident_drawn_in_the_pool_are_those_played_from_scratch() -> None:
     """What the pool's process simulated and rendered of an incident (the states up to the page, its
-    reset's pages and first look, every service's pods and metrics breakdown), kept for every episode
-    of it, leaves each frame of every episode as a process that simulated and rendered everything
-    itself shows it."""
+    reset's pages and first look; ahead, every service's pods and metrics breakdown, and the states and
+    pages of every step of the budget), kept for every episode of it, leaves each frame of every
+    episode as a process that simulated and rendered everything itself shows it."""
     bench = str(Path(__file__).resolve().parent.parent / "bench")
 
     def played(processes: int) -> tuple[int, str]:

@@ -84,16 +84,20 @@ class Telemetry:
         return look
 
     def render_ahead(self, steps: int) -> None:
-        """Render, before any look asks and before any remedy, what episodes of the incident show from the
-        incident alone until their first remedy, kept for every episode of it (`Shared`, and the world's
-        untouched steps): each service's pods and metrics breakdown, and the states, pages and metric
-        stamps of every step through `steps` (a budget no episode goes past). A server's generation
-        process does this for the incident it hands over, so that the serving process finds them where
-        its steps would render them."""
+        """Render, before any look asks, what episodes of the incident show from the incident alone until
+        their first remedy, kept for every episode of it (`Shared`, and the world's untouched steps): each
+        service's pods and metrics breakdown, and the states, pages and metric stamps of every step
+        through `steps` (a budget no episode goes past). A server's generation process does this for the
+        incident it hands over, so that the serving process finds them where its steps would render
+        them. Nothing once a remedy was made: what this episode would render from then on is its own."""
+        if self.world.history:
+            return
         for spec in self.world.incident.services:
             pods.pods(self.state, spec.name, 0)
             metrics.breakdown_shape(self.state, spec.name)
         for step in range(1, steps + 1):
+            # The step's own states (every view of the step reads them), then its pages, which read
+            # the states of a lagged minute.
             self.world.states_at(step)
             self.alerts(step)
         metrics.stamp_minutes(self.state, self.lagged(steps))

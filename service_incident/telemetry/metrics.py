@@ -84,6 +84,8 @@ class BreakdownShape(NamedTuple):
 
 
 def breakdown_shape(state: TelemetryState, service: str) -> BreakdownShape:
+    """The service's requests and background jobs as its metrics' breakdown divides them: drawn from the
+    incident alone, once, and kept for every episode of it."""
     found = state.shared.breakdowns.get(service)
     if found is None:
         world = state.world
@@ -175,23 +177,26 @@ def points(state: TelemetryState, wanted: list[tuple[str, int]]) -> list[MetricP
             for channel in _CHANNEL_KEYS
         ]
         noise = iter(mix(lanes, 0))
-        states_at, minutes = state.world.states_at, state.shared.minutes
+        states_at = state.world.states_at
         for want, p99, error_rate, rps, cpu, memory in zip(missing, noise, noise, noise, noise, noise, strict=False):
             service, step = want
-            at = minutes.get(step)
-            if at is None:
-                at = minutes[step] = minute_of(state.world, step)
-            kept[want] = _point(states_at(step)[service], at, p99, error_rate, rps, cpu, memory)
+            kept[want] = _point(states_at(step)[service], _stamp(state, step), p99, error_rate, rps, cpu, memory)
     return [kept[want] for want in wanted]
 
 
-def stamp_minutes(state: TelemetryState, last: int) -> None:
-    """Stamp every minute a metrics view shows through minute `last`, kept for every episode of the
-    incident (`Shared.minutes`): what `points` would stamp as views ask."""
+def _stamp(state: TelemetryState, step: int) -> str:
+    """The minute a metric point of the step is stamped with, kept for every episode of the incident."""
     minutes = state.shared.minutes
+    at = minutes.get(step)
+    if at is None:
+        at = minutes[step] = minute_of(state.world, step)
+    return at
+
+
+def stamp_minutes(state: TelemetryState, last: int) -> None:
+    """Stamp every minute a metrics view shows through minute `last` before any view asks."""
     for step in range(-HISTORY_MINUTES, last + 1):
-        if step not in minutes:
-            minutes[step] = minute_of(state.world, step)
+        _stamp(state, step)
 
 
 def _noise_key(state: TelemetryState, service: str) -> int:
