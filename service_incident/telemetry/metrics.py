@@ -177,10 +177,11 @@ def points(state: TelemetryState, wanted: list[tuple[str, int]]) -> list[MetricP
             for channel in _CHANNEL_KEYS
         ]
         noise = iter(mix(lanes, 0))
-        states_at = state.world.states_at
+        states_at, minutes = state.world.states_at, state.shared.minutes
         for want, p99, error_rate, rps, cpu, memory in zip(missing, noise, noise, noise, noise, noise, strict=False):
             service, step = want
-            kept[want] = _point(states_at(step)[service], _stamp(state, step), p99, error_rate, rps, cpu, memory)
+            at = minutes.get(step) or _stamp(state, step)  # a stamp is never empty
+            kept[want] = _point(states_at(step)[service], at, p99, error_rate, rps, cpu, memory)
     return [kept[want] for want in wanted]
 
 
