@@ -16,11 +16,10 @@ of the reset, and the first step for the history's alert readings. It renders ah
 episodes of the incident show from the incident alone until their first remedy: each service's pods
 at the page (what a look at a service shows, unless its containers crash and change them) and its
 metrics breakdown, and the states and pages of every step of the task's budget (which every step
-asks). That is 1.5-3 ms more of the pool's per draw and
-some 10-65 KB more to send (gen_easy to gen_expert), where the serving process would spend about a
-third of the load test's steps simulating and rendering them among its other sessions' steps (an
-agent that remedies early gains less); a burst of resets waits longer on the pool for it
-(docs/measurement.md).
+asks). That is 1.5-3 ms more of the pool's per draw and some 10-65 KB more to send (gen_easy to
+gen_expert), where the serving process would spend about a third of the load test's steps simulating
+and rendering them among its other sessions' steps (an agent that remedies early gains less); a
+burst of resets waits longer on the pool for it (docs/measurement.md).
 
 The pool's processes run at a lower priority than the server's (`NICENESS`). Sessions that started
 together end together, so resets come in bursts that keep the pool busy for a second or more; at the
