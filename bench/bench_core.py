@@ -10,8 +10,11 @@ shared machine, other work then inflates nothing. `--against DIR` times another 
 well (DIR is its root, with the same tasks and frozen incidents, its hot modules compiled as this
 one's are: `make compile` there), each core in processes of its own, `--rounds` times each in an order
 that alternates (against.py), and adds the ratio of the medians (this core's over the other's).
+`--idle-us N` sleeps N microseconds before every timed call, as a serving process waits on its socket
+between calls: a call made back to back with the one before costs less than one made after the process
+gave up its core (docs/measurement.md, "Core speed: hot in a loop, cold in a server").
     python bench/bench_core.py [--episodes N] [--clock wall|cpu] [--tasks ID ...] [--no-frozen]
-                               [--against DIR [--rounds N]]
+                               [--idle-us N] [--against DIR [--rounds N]]
 """
 
 from __future__ import annotations
@@ -49,14 +52,15 @@ CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time
 
 
 def measure(
-    task_id: str, seeds: range, clock: Callable[[], float], incidents: list[str] | None = None
+    task_id: str, seeds: range, clock: Callable[[], float], idle_s: float, incidents: list[str] | None = None
 ) -> tuple[Samples, Samples]:
-    """Every reset and every step the expert takes, an episode per seed."""
+    """Every reset and every step the expert takes, an episode per seed, each after `idle_s` asleep."""
     env = ServiceIncidentEnvironment()
     resets: Samples = []
     steps: Samples = []
     for seed in seeds:
         incident_id = incidents[seed % len(incidents)] if incidents else None
+        rest(idle_s)
         started = clock()
         obs = env.reset(task_id=task_id, seed=seed, incident_id=incident_id)
         count = len(obs.services)
@@ -64,21 +68,29 @@ def measure(
         agent = ExpertAgent()
         while not obs.done:
             action = agent.act(obs)
+            rest(idle_s)
             started = clock()
             obs = env.step(action)
             steps.append((count, clock() - started))
     return resets, steps
 
 
-def replayed(task_id: str, seeds: range, clock: Callable[[], float]) -> list[float]:
+def replayed(task_id: str, seeds: range, clock: Callable[[], float], idle_s: float) -> list[float]:
     """A reset of each seed, alone: timed on seeds `measure` played, it is a seed reset again."""
     env = ServiceIncidentEnvironment()
     found = []
     for seed in seeds:
+        rest(idle_s)
         started = clock()
         env.reset(task_id=task_id, seed=seed)
         found.append(clock() - started)
     return found
+
+
+def rest(idle_s: float) -> None:
+    """Sleep before a timed call, if asked: the process gives up its core, as a server between calls."""
+    if idle_s:
+        time.sleep(idle_s)
 
 
 def seconds(samples: Samples, count: int | None = None) -> list[float]:
@@ -108,14 +120,14 @@ def report(label: str, measured: Timed, other: Timed | None) -> None:
 
 def timings(args: argparse.Namespace) -> Rows:
     """Every row's seconds, with this process's core."""
-    clock = CLOCKS[args.clock]
+    clock, idle_s = CLOCKS[args.clock], args.idle_us / 1e6
     found: Rows = {}
     largest: Timed = ([], [])
     for task_id in args.tasks:
         # Warm caches and the allocator on seeds of their own: a training reset timed on a seed played
         # already would find its incident's worlds simulated.
-        measure(task_id, range(args.episodes, args.episodes + 20), clock)
-        resets, steps = measure(task_id, range(args.episodes), clock)
+        measure(task_id, range(args.episodes, args.episodes + 20), clock, idle_s)
+        resets, steps = measure(task_id, range(args.episodes), clock, idle_s)
         found[task_id] = (seconds(resets), seconds(steps))
         if TASKS[task_id].generated:
             largest[0].extend(seconds(resets, MAX_SERVICES))
@@ -124,11 +136,11 @@ def timings(args: argparse.Namespace) -> Rows:
         found[TRAINING_ROW] = largest
     for task_id in [t for t in args.tasks if TASKS[t].generated]:
         # A group of rollouts resets one seed several times: the seeds played above, reset again.
-        found[f"{task_id} seed again"] = (replayed(task_id, range(args.episodes), clock), [])
+        found[f"{task_id} seed again"] = (replayed(task_id, range(args.episodes), clock, idle_s), [])
     if not args.no_frozen:
         frozen = [i for i, incident in dataset.frozen().items() if len(incident.services) == MAX_SERVICES]
         task = next(t.id for t in TASKS.values() if frozen and frozen[0] in t.incidents)
-        resets, steps = measure(task, range(args.episodes), clock, frozen)
+        resets, steps = measure(task, range(args.episodes), clock, idle_s, frozen)
         found[f"{MAX_SERVICES}-service frozen ({len(frozen)})"] = (seconds(resets), seconds(steps))
     return found
 
@@ -139,6 +151,7 @@ def main() -> None:
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall", help="what a call's time is")
     parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS), help="tasks to time")
     parser.add_argument("--no-frozen", action="store_true", help="skip the frozen 15-service incidents")
+    parser.add_argument("--idle-us", type=float, default=0.0, help="microseconds asleep before each timed call")
     add_arguments(parser)
     mine, other = measured(Path(__file__), parser.parse_args(), timings)
     header = f"{'task':<26}{'reset p50 us':>14}{'reset p99 us':>14}{'step p50 us':>14}{'step p99 us':>14}"
