@@ -56,12 +56,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(JSON_FLAG, action="store_true", help=argparse.SUPPRESS)  # a child's: its samples as JSON
 
 
+def runs_compiled() -> bool:
+    """Whether this process's core runs its compiled modules (not its sources: `service_incident.compiled`)."""
+    environment = importlib.import_module("service_incident.environment")
+    return str(environment.__file__).endswith(tuple(EXTENSION_SUFFIXES))
+
+
 def print_json(rows: Rows) -> None:
     """A child's output: its samples, where it found the package, and whether its core runs compiled."""
     package = importlib.import_module("service_incident")
-    environment = importlib.import_module("service_incident.environment")
-    compiled = str(environment.__file__).endswith(tuple(EXTENSION_SUFFIXES))
-    print(json.dumps({"package": str(Path(str(package.__file__)).parent), "compiled": compiled, "rows": rows}))
+    print(json.dumps({"package": str(Path(str(package.__file__)).parent), "compiled": runs_compiled(), "rows": rows}))
 
 
 def child_argv(argv: list[str]) -> list[str]:

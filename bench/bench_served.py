@@ -13,9 +13,11 @@ logs, then metrics, then a declaration) three ways, each timed by the thread's C
   flight), the server timing its environment's steps with a wrapper installed before it starts (two
   clock reads a step), and handing them over when signalled.
 
-The three run in turn, `--rounds` times, `--seconds` each after a warm-up, and the table pools the
-rounds. `SERVICE_INCIDENT_COMPILED=0` in the environment times the core's sources instead of its
-compiled modules (the server inherits it); the first line says which ran.
+This process takes the server's collector policy (`server.collector.settle`), so the three differ in
+where the step runs and nothing else. Each round runs the three in turn, the order reversed every
+other round, each on seeds of its own for `--seconds` after `--warm-up` seconds of untimed play; the
+table pools the rounds. `SERVICE_INCIDENT_COMPILED=0` in the environment times the core's sources
+instead of its compiled modules (the server inherits it); the first line says which ran.
 
     .venv/bin/python bench/bench_served.py [--seconds S] [--rounds N] [--idle-us N] [--warm-up S]
 """
@@ -32,25 +34,29 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
+from against import positive, runs_compiled
+from bench_core import percentile
 from bench_transport import policy
 
-import service_incident.environment
 from service_incident.client import ServiceIncidentEnv
 from service_incident.environment import ServiceIncidentEnvironment
+from service_incident.server import collector
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 from serving import process_on_socket  # noqa: E402  (a server on a loopback socket of its own)
 
 TASK = "hard"
+# Seeds of a run: each run plays seeds of its own, from a round's and a way's offset.
+ROUND_SEEDS, WAY_SEEDS = 1_000_000, 100_000
 # Our server with its environment's steps timed: on SIGUSR1 it writes the CPU seconds of the steps
 # since the last signal to the file named by its last argument (through a rename, so a reader never
-# sees half of it), and starts counting again.
+# sees half of it), and starts counting again. The handler runs on the event loop's thread, between
+# two steps. A watcher ends it once this script is gone, however it ended.
 SERVED = """
-import json, os, signal, sys, time
+import json, os, signal, sys, threading, time
 from service_incident.environment import ServiceIncidentEnvironment
 from service_incident.server.app import main
 
@@ -71,28 +77,39 @@ def hand_over(signum, frame):
     os.replace(report + ".part", report)
     taken.clear()
 
+def exit_with_parent(parent=os.getppid()):
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(0)
+
 ServiceIncidentEnvironment.step = timed
 signal.signal(signal.SIGUSR1, hand_over)
+threading.Thread(target=exit_with_parent, daemon=True).start()
 main(sys.argv[1:])
 """
+# A run of one way: its seconds, its untimed seconds before, its first seed; the CPU seconds of its steps.
+Way = Callable[[float, float, int], list[float]]
 
 
-def in_process(seconds: float, idle_s: float) -> list[float]:
-    """CPU seconds of each step of the fixed episode played in this process for `seconds`, each step
-    after `idle_s` asleep."""
+def in_process(idle_s: float, seconds: float, warm_up: float, first_seed: int) -> list[float]:
+    """CPU seconds of each step of the fixed episode played in this process for `seconds` (after
+    `warm_up` seconds untimed), each step after `idle_s` asleep."""
     env = ServiceIncidentEnvironment()
     taken: list[float] = []
-    seed = 0
-    deadline = time.perf_counter() + seconds
+    seed = first_seed
+    timed_from = time.perf_counter() + warm_up
+    deadline = timed_from + seconds
     while time.perf_counter() < deadline:
         seed += 1
         observation = env.reset(task_id=TASK, seed=seed)
+        timed = time.perf_counter() >= timed_from
         for action in policy(observation):
             if idle_s:
                 time.sleep(idle_s)
             started = time.thread_time()
             observation = env.step(action)
-            taken.append(time.thread_time() - started)
+            if timed:
+                taken.append(time.thread_time() - started)
             if observation.done:
                 break
     return taken
@@ -112,6 +129,9 @@ async def play(url: str, seconds: float, first_seed: int) -> int:
                 steps += 1
                 if result.done:
                     break
+        if env.resumes:
+            # A resumed episode's steps are stepped again on the server, counted with the rest.
+            raise RuntimeError("the session lost its socket and resumed: its steps were timed twice")
     return steps
 
 
@@ -133,7 +153,7 @@ def served(url: str, pid: int, report: Path, seconds: float, warm_up: float, fir
     after `warm_up` seconds of play untimed."""
     asyncio.run(play(url, warm_up, first_seed))
     handed_over(pid, report)
-    steps = asyncio.run(play(url, seconds, first_seed + 100_000))
+    steps = asyncio.run(play(url, seconds, first_seed + WAY_SEEDS // 2))
     taken = handed_over(pid, report)
     if len(taken) != steps:
         raise RuntimeError(f"the server timed {len(taken)} steps of the {steps} played")
@@ -143,44 +163,39 @@ def served(url: str, pid: int, report: Path, seconds: float, warm_up: float, fir
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=5.0, help="timed seconds of each way, each round")
-    parser.add_argument("--rounds", type=int, default=2, help="times each way runs, in turn")
+    parser.add_argument("--rounds", type=positive, default=2, help="times each way runs")
     parser.add_argument("--idle-us", type=float, default=200.0, help="microseconds asleep before an idle step")
-    parser.add_argument("--warm-up", type=float, default=2.0, help="untimed seconds before each served run")
+    parser.add_argument("--warm-up", type=float, default=2.0, help="untimed seconds before each timed run")
     args = parser.parse_args()
-    compiled = str(service_incident.environment.__file__).endswith(tuple(EXTENSION_SUFFIXES))
-    idle = f"in process, after {args.idle_us:.0f} µs idle"
-    ways: dict[str, list[float]] = {"in process, back to back": [], idle: [], "inside our server, one session": []}
+    if min(args.seconds, args.idle_us, args.warm_up) < 0:
+        parser.error("--seconds, --idle-us and --warm-up are at least 0")
+    collector.settle()
     with tempfile.TemporaryDirectory() as scratch:
         report = Path(scratch) / "steps.json"
         command = [sys.executable, "-c", SERVED, "--fd", "{fd}", str(report)]
         with process_on_socket(command, env={"LOG_LEVEL": "warning"}) as (url, server):
-            runs: list[tuple[str, Callable[[int], list[float]]]] = [
-                ("in process, back to back", lambda _: in_process(args.seconds, 0.0)),
-                (idle, lambda _: in_process(args.seconds, args.idle_us / 1e6)),
-                (
-                    "inside our server, one session",
-                    lambda r: served(url, server.pid, report, args.seconds, args.warm_up, r * 1000),
-                ),
-            ]
-            in_process(args.warm_up, 0.0)
+            ways: dict[str, Way] = {
+                "in process, back to back": lambda *run: in_process(0.0, *run),
+                f"in process, after {args.idle_us:.0f} µs idle": lambda *run: in_process(args.idle_us / 1e6, *run),
+                "inside our server, one session": lambda *run: served(url, server.pid, report, *run),
+            }
+            taken: dict[str, list[float]] = {label: [] for label in ways}
             for round_ in range(args.rounds):
-                for label, run in runs:
-                    ways[label] += run(round_)
-    print(
-        f"The environment's step on {TASK}, CPU of the thread that ran it; core {'compiled' if compiled else 'source'}"
-    )
+                order = list(ways) if round_ % 2 == 0 else list(reversed(ways))
+                for label in order:
+                    first_seed = round_ * ROUND_SEEDS + list(ways).index(label) * WAY_SEEDS
+                    taken[label] += ways[label](args.seconds, args.warm_up, first_seed)
+    print(f"The environment's step on {TASK}, CPU of the thread that ran it; core", end=" ")
+    print("compiled" if runs_compiled() else "source")
     print()
     print("| where the step ran | steps | mean µs | p50 µs | p99 µs | mean x back to back |")
     print("|---|---|---|---|---|---|")
-    base = statistics.fmean(ways["in process, back to back"])
-    for label, taken in ways.items():
-        ordered = sorted(taken)
-        p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
-        mean = statistics.fmean(taken)
-        print(
-            f"| {label} | {len(taken):,} | {mean * 1e6:.1f} | {statistics.median(taken) * 1e6:.1f} | "
-            f"{p99 * 1e6:.1f} | {mean / base:.2f} |"
-        )
+    base = statistics.fmean(taken["in process, back to back"])
+    for label, seconds in taken.items():
+        mean = statistics.fmean(seconds)
+        cells = [f"{len(seconds):,}", *(f"{1e6 * value:.1f}" for value in (mean, statistics.median(seconds)))]
+        cells += [f"{1e6 * percentile(seconds, 0.99):.1f}", f"{mean / base:.2f}"]
+        print(f"| {label} | {' | '.join(cells)} |")
 
 
 if __name__ == "__main__":
