@@ -153,7 +153,12 @@ def main() -> None:
     parser.add_argument("--no-frozen", action="store_true", help="skip the frozen 15-service incidents")
     parser.add_argument("--idle-us", type=float, default=0.0, help="microseconds asleep before each timed call")
     add_arguments(parser)
-    mine, other = measured(Path(__file__), parser.parse_args(), timings)
+    args = parser.parse_args()
+    if args.idle_us < 0:
+        parser.error("--idle-us is at least 0")
+    mine, other = measured(Path(__file__), args, timings)
+    if args.idle_us:
+        print(f"every timed call after {args.idle_us:g} µs asleep")
     header = f"{'task':<26}{'reset p50 us':>14}{'reset p99 us':>14}{'step p50 us':>14}{'step p99 us':>14}"
     print(header + (f"{'reset x':>10}{'step x':>10}" if other is not None else ""))
     for label, (resets, steps) in mine.items():
