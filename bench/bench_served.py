@@ -37,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from against import positive, runs_compiled
-from bench_core import percentile
+from bench_core import percentile, rest
 from bench_transport import policy
 
 from service_incident.client import ServiceIncidentEnv
@@ -104,8 +104,7 @@ def in_process(idle_s: float, seconds: float, warm_up: float, first_seed: int) -
         observation = env.reset(task_id=TASK, seed=seed)
         timed = time.perf_counter() >= timed_from
         for action in policy(observation):
-            if idle_s:
-                time.sleep(idle_s)
+            rest(idle_s)
             started = time.thread_time()
             observation = env.step(action)
             if timed:
@@ -180,10 +179,10 @@ def main() -> None:
                 "inside our server, one session": lambda *run: served(url, server.pid, report, *run),
             }
             taken: dict[str, list[float]] = {label: [] for label in ways}
+            numbered = list(enumerate(ways))
             for round_ in range(args.rounds):
-                order = list(ways) if round_ % 2 == 0 else list(reversed(ways))
-                for label in order:
-                    first_seed = round_ * ROUND_SEEDS + list(ways).index(label) * WAY_SEEDS
+                for position, label in numbered if round_ % 2 == 0 else reversed(numbered):
+                    first_seed = round_ * ROUND_SEEDS + position * WAY_SEEDS
                     taken[label] += ways[label](args.seconds, args.warm_up, first_seed)
     print(f"The environment's step on {TASK}, CPU of the thread that ran it; core", end=" ")
     print("compiled" if runs_compiled() else "source")
