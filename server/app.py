@@ -35,6 +35,7 @@ from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from service_incident.wire import encode, is_loopback
 
 from . import apidocs, collector
+from .busy_poll import BusyPolling
 from .episode_log import open_log
 from .errors import EXCEPTION_HANDLERS, JSON
 from .generation import Generation
@@ -143,7 +144,10 @@ def create_app(settings: Settings | None = None, clock: Clock = time.monotonic) 
         max_body_bytes=settings.http_max_body_bytes,
         body_timeout_s=settings.http_timeout_s,
     )
-    return Starlette(routes=routes, middleware=[guard], exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)
+    busy_polling = Middleware(BusyPolling, window_us=settings.busy_poll_us)
+    return Starlette(
+        routes=routes, middleware=[busy_polling, guard], exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan
+    )
 
 
 def _drain_before_exit(sessions: SessionEndpoint) -> None:

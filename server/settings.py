@@ -53,6 +53,9 @@ class Settings(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     # Server processes on one port: a number, or "auto" for one per core. More than one shares the
     # episode store, a SQLite file of their own if EPISODE_STORE is "memory".
     workers: Annotated[str, Meta(pattern=r"^(auto|[1-9][0-9]*)$")] = "1"
+    # After each reply the event loop polls its sockets this long before it sleeps (server/busy_poll.py):
+    # a client's next frame then finds the process on its core. 0: sleep at once.
+    busy_poll_us: Annotated[int, Meta(ge=0, le=10_000)] = 500
     # Processes that generate the incidents of training and held-out resets, off the event loop, so
     # that a reset does not hold every other session's step while it generates (0: in the loop).
     generation_processes: Annotated[int, Meta(ge=0)] = 1

@@ -33,7 +33,14 @@ def test_keyword_overrides_win_over_the_environment() -> None:
 
 @pytest.mark.parametrize(
     "environ",
-    [{"MAX_CONCURRENT_ENVS": "0"}, {"PORT": "eighty"}, {"SESSION_IDLE_TIMEOUT_S": "-1"}, {"LOG_LEVEL": "loud"}],
+    [
+        {"MAX_CONCURRENT_ENVS": "0"},
+        {"PORT": "eighty"},
+        {"SESSION_IDLE_TIMEOUT_S": "-1"},
+        {"LOG_LEVEL": "loud"},
+        {"BUSY_POLL_US": "-1"},
+        {"BUSY_POLL_US": "20000"},
+    ],
 )
 def test_bad_values_are_refused_with_the_setting_named(environ: dict[str, str]) -> None:
     with pytest.raises(ValueError, match="invalid server setting"):
