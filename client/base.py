@@ -52,6 +52,8 @@ from service_incident.wire import (
     is_loopback,
 )
 
+from .polling import poll_for
+
 ActT = TypeVar("ActT")
 ObsT = TypeVar("ObsT")
 StateT = TypeVar("StateT")
@@ -209,6 +211,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         headers: Mapping[str, str] | None = None,
         compression: bool = False,
         resume_timeout_s: float = 30.0,
+        busy_poll_us: int = 1000,
     ) -> None:
         self.base_url = base_url
         self.url = ws_url(base_url)
@@ -222,6 +225,12 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self.compression = compression
         # How long a lost session keeps trying to reach a server that can resume its episode.
         self.resume_timeout_s = resume_timeout_s
+        # After each frame sent, the loop polls for the reply this long before it sleeps: a step's
+        # reply comes within a few hundred µs, and a process that slept meets it later
+        # (client/polling.py). 0: sleep at once.
+        if busy_poll_us < 0:
+            raise ValueError(f"busy_poll_us must be 0 or more, not {busy_poll_us}")
+        self.busy_poll_s = busy_poll_us / 1e6
         self._ws: ClientConnection | None = None
         self._unanswered: Sent | None = None  # the frame whose call gave up before its reply came
         self._lost: EnvClientError | None = None  # why the session ended, until a reset
@@ -384,6 +393,8 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             self._lost = Desynchronised("a call was interrupted while sending its frame")
             raise
         self._unanswered = "reset" if fresh else "step" if step else "state"
+        if self.busy_poll_s:
+            poll_for(self.busy_poll_s)
         try:
             async with asyncio.timeout(self.message_timeout_s):
                 raw = await ws.recv(decode=False)
