@@ -43,7 +43,11 @@ from service_incident.harness.session import InProcess, WebSocket
 from service_incident.models import InspectLogs
 
 LOOK = InspectLogs(target="db")
-FAST = 0.25  # a call that fails fast takes a small share of this, however loaded the machine
+# A call that fails fast takes a small share of FAST; one that waits for a reply that never comes waits a
+# message timeout of LOST, three times as long. The margin between them absorbs a loaded machine's
+# stalls (a process of the whole suite was once seen off its core for half a second).
+FAST = 1.0
+LOST = 3 * FAST
 
 
 async def test_capacity_reached_is_raised_on_every_attempt_until_a_slot_frees(make_server: Any) -> None:
@@ -92,7 +96,7 @@ async def fails_fast(call: Callable[[], Awaitable[object]]) -> Desynchronised:
 
 async def test_after_a_reply_that_never_comes_every_call_fails_fast(frozen: tuple[str, Any]) -> None:
     url, freeze = frozen
-    async with ServiceIncidentEnv(url, message_timeout_s=2, ping_interval_s=None) as env:
+    async with ServiceIncidentEnv(url, message_timeout_s=LOST, ping_interval_s=None) as env:
         await env.reset(seed=1)
         freeze(True)
         with pytest.raises(NoReply):
@@ -110,7 +114,7 @@ async def test_after_a_reply_that_never_comes_every_call_fails_fast(frozen: tupl
 
 async def test_resume_carries_the_episode_on_once_the_server_answers_again(frozen: tuple[str, Any]) -> None:
     url, freeze = frozen
-    async with ServiceIncidentEnv(url, message_timeout_s=1, connect_timeout_s=0.5, ping_interval_s=None) as env:
+    async with ServiceIncidentEnv(url, message_timeout_s=LOST, connect_timeout_s=0.5, ping_interval_s=None) as env:
         await env.reset(seed=3)
         await env.step(LOOK)
         freeze(True)
@@ -188,7 +192,7 @@ class LossyServer:
 
 async def test_a_lost_reply_fails_every_later_call_at_once_without_sending_it() -> None:
     server = LossyServer(lose=frozenset({2}))
-    async with server.running() as url, EnvClient[Any, Any, Any](url, message_timeout_s=1) as env:
+    async with server.running() as url, EnvClient[Any, Any, Any](url, message_timeout_s=LOST) as env:
         await env.reset()
         await env.step({"n": 1})
         with pytest.raises(NoReply):
