@@ -1,14 +1,16 @@
 """The compiled kernels of the core: everything else about the package is in pyproject.toml.
 
 Each kernel is a `.pyx` beside the Python it stands for, which draws and computes the same:
-`telemetry/_spans.pyx` a trace sample's span draws (`traces.draw_in_python`) and `world/_minute.pyx`
-every service's state in a simulated minute (`simulation._minute_states`), operation for operation;
-`world/_noise.pyx` the per-minute noise hash (`draws.mix_in_python`) and a keyed draw's CRC-32, whole
-(`draws.unit_in_python`) or run on from a prefix's (`draws.DrawsInPython`), value for value;
-`world/_decimals.pyx` rounding to decimals (`decimals.round_in_python`, `decimals.significant_in_python`),
-float for float. tests/test_core_spans.py, tests/test_core_minute.py, tests/test_core_noise.py and
-tests/test_core_decimals.py hold each to its Python. The extensions are optional: where no C compiler
-is at hand the package installs without them, and the Python computes the same, only slower.
+`telemetry/_keyed.pyx` a keyed rng (`random.Random(key)`, which `templates.rng_for` makes where it was
+not built), `telemetry/_spans.pyx` a trace sample's span draws (`traces.draw_in_python`) and
+`world/_minute.pyx` every service's state in a simulated minute (`simulation._minute_states`),
+operation for operation; `world/_noise.pyx` the per-minute noise hash (`draws.mix_in_python`) and a
+keyed draw's CRC-32, whole (`draws.unit_in_python`) or run on from a prefix's (`draws.DrawsInPython`),
+value for value; `world/_decimals.pyx` rounding to decimals (`decimals.round_in_python`,
+`decimals.significant_in_python`), float for float. tests/test_core_keyed.py, tests/test_core_spans.py,
+tests/test_core_minute.py, tests/test_core_noise.py and tests/test_core_decimals.py hold each to its
+Python. The extensions are optional: where no C compiler is at hand the package installs without them,
+and the Python computes the same, only slower.
 
 The core's hot modules (`compiled.MODULES`) are compiled too, as they stand: the same Python, run by C rather
 than by the interpreter. The build records the hash of each source it compiled
@@ -54,6 +56,7 @@ def optional_extension(module: str, suffix: str) -> Extension:
 KERNELS = [
     optional_extension(name, ".pyx")
     for name in (
+        "service_incident.telemetry._keyed",
         "service_incident.telemetry._spans",
         "service_incident.world._minute",
         "service_incident.world._noise",

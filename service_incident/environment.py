@@ -219,8 +219,8 @@ class ServiceIncidentEnvironment:
         name = action_name(action)
         if action.rationale:
             episode.ledger.cite(action.rationale)
-        error = self._refusal(episode, action)
-        episode.history.append(_record(episode.step, action, refused=error is not None))
+        error = self._refusal(episode, action, name)
+        episode.history.append(_record(episode.step, action, name, refused=error is not None))
         if error is not None:
             episode.ledger.wasted()
             message = "Nothing happened."
@@ -297,19 +297,18 @@ class ServiceIncidentEnvironment:
         return task
 
     @staticmethod
-    def _refusal(episode: _Episode, action: Action) -> str | None:
-        """Why an action cannot be carried out, or None. A refused action still costs its step."""
+    def _refusal(episode: _Episode, action: Action, name: str) -> str | None:
+        """Why an action (`name` is its tag) cannot be carried out, or None. A refused action still costs its step."""
         task = episode.task
-        name = action_name(action)
         if name not in task.actions:
             return f"{name} is not available in task {task.id!r}; available: {', '.join(task.actions)}"
-        services = episode.world.incident.names
+        services = episode.world.plan.by_name
         named = action.targets if isinstance(action, DeclareRootCauses) else [getattr(action, "target", None)]
         if isinstance(action, Declare):
             named = [action.target, *action.additional_targets]
         unknown = [t for t in named if t is not None and t not in services]
         if unknown:
-            return f"unknown service {unknown[0]!r}; services are: {', '.join(services)}"
+            return f"unknown service {unknown[0]!r}; services are: {', '.join(episode.world.incident.names)}"
         if task.rationale_required and not action.rationale:
             return f"task {task.id!r} requires a rationale on every action"
         endpoint = getattr(action, "endpoint", None)
@@ -517,10 +516,15 @@ def _severity_basis(world: World, graded: int) -> str:
         f"worst user-facing impact from the page to {clock_text(world, graded)} (the last minute the "
         f"metrics had shown when the answer was chosen; a remedy's own disruption (pods rolling) not counted): "
         f"error rate {error_rate:.1%}, p99 {worst_latency:.0f} ms"
-        f"{'; a system of record refused or lost writes' if at_risk else ''}. Rubric: P0 at error rate "
-        f">= {P0_ERROR_RATE:.0%} or p99 >= {P0_LATENCY_MS:.0f} ms or writes of record lost; P1 at "
-        f">= {P1_ERROR_RATE:.0%} or >= {P1_LATENCY_MS:.0f} ms; otherwise P2."
+        f"{'; a system of record refused or lost writes' if at_risk else ''}. {_RUBRIC}"
     )
+
+
+# The rubric as a severity basis states it: the same for every episode, so written once.
+_RUBRIC = (
+    f"Rubric: P0 at error rate >= {P0_ERROR_RATE:.0%} or p99 >= {P0_LATENCY_MS:.0f} ms or writes of record lost; "
+    f"P1 at >= {P1_ERROR_RATE:.0%} or >= {P1_LATENCY_MS:.0f} ms; otherwise P2."
+)
 
 
 def _show(episode: _Episode, look: Look) -> None:
@@ -570,10 +574,10 @@ def _digest(look: Look) -> str:
     return lines[0] if lines else "no output"
 
 
-def _record(step: int, action: Action, refused: bool) -> ActionRecord:
+def _record(step: int, action: Action, name: str, refused: bool) -> ActionRecord:
     return ActionRecord(
         step=step,
-        action=action_name(action),
+        action=name,
         target=getattr(action, "target", None),
         targets=list(getattr(action, "targets", None) or getattr(action, "additional_targets", None) or []),
         severity=getattr(action, "severity", None),

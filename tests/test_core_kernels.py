@@ -1,6 +1,6 @@
 """The core's compiled kernels (setup.py) are used where they were built, and the Python they stand
-for computes where they were not. That each computes what its Python computes: test_core_spans.py,
-test_core_minute.py, test_core_noise.py and test_core_decimals.py."""
+for computes where they were not. That each computes what its Python computes: test_core_keyed.py,
+test_core_spans.py, test_core_minute.py, test_core_noise.py and test_core_decimals.py."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 # Each kernel: its module, the module that uses it, the name it is used by there, and the Python it
 # stands for.
 KERNELS = [
+    ("service_incident.telemetry._keyed", "service_incident.telemetry.templates", "keyed", "keyed_in_python"),
     ("service_incident.telemetry._spans", "service_incident.telemetry.traces", "draw", "draw_in_python"),
     ("service_incident.world._minute", "service_incident.world.simulation", "minute_states", "_minute_states"),
     ("service_incident.world._noise", "service_incident.world.draws", "mix", "mix_in_python"),

@@ -92,13 +92,14 @@ def test_the_installed_package_is_whole(wheel: Install, checkout: Path, elsewher
 
 
 KERNELS = (
-    "from service_incident.telemetry import traces; from service_incident.world import decimals, draws, simulation;"
-    "print(*(module.compiled_kernel() is not None for module in (traces, simulation, draws, decimals)))"
+    "from service_incident.telemetry import templates, traces; from service_incident.world import decimals, draws,"
+    " simulation; print(*(module.compiled_kernel() is not None for module in (templates, traces, simulation, draws,"
+    " decimals)))"
 )
 
 
 def test_the_installed_package_has_its_compiled_kernels(wheel: Install, elsewhere: Path) -> None:
-    assert run([wheel.python, "-c", KERNELS], cwd=elsewhere).stdout.split() == ["True"] * 4
+    assert run([wheel.python, "-c", KERNELS], cwd=elsewhere).stdout.split() == ["True"] * 5
 
 
 # Which of the hot modules (service_incident.compiled) an install runs compiled, and what it warned.
@@ -137,8 +138,8 @@ def test_without_a_working_c_compiler_the_package_installs_and_computes_in_pytho
     command = ["env", f"CC={compiler}", bin_folder / "python", "-m", "pip", "install", "-v", copy]
     result = run(command, cwd=tmp_path)
     said = result.stderr + result.stdout
-    assert all(f"{kernel} not compiled" in said for kernel in ("_spans", "_minute", "_noise", "_decimals"))
-    assert run([bin_folder / "python", "-c", KERNELS], cwd=elsewhere).stdout.split() == ["False"] * 4
+    assert all(f"{kernel} not compiled" in said for kernel in ("_keyed", "_spans", "_minute", "_noise", "_decimals"))
+    assert run([bin_folder / "python", "-c", KERNELS], cwd=elsewhere).stdout.split() == ["False"] * 5
     assert run([bin_folder / "python", "-W", "error", "-c", HOT_MODULES], cwd=elsewhere).stdout.split()[0] == "0"
     played = run([bin_folder / "python", "-c", PLAY], cwd=elsewhere)
     assert 0.0 <= float(played.stdout) <= 1.0

@@ -4,7 +4,8 @@ score that fell short, why (one explanation per part, in a table)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from ..models import Postmortem, RootCause, Severity
 from .facts import RATIONALE_CITES, rationale_facts
@@ -14,8 +15,7 @@ from .score import Outcome, root_credit
 _IN_PROPORTION = "counts in proportion to the root causes named right"
 
 
-@dataclass(frozen=True, slots=True)
-class RootFault:
+class RootFault(msgspec.Struct, frozen=True, gc=False):
     """One fault of the incident, as the postmortem tells it."""
 
     service: str
@@ -23,8 +23,7 @@ class RootFault:
     fixes: tuple[str, ...]  # the remedies that would have removed it
 
 
-@dataclass(frozen=True, slots=True)
-class Debrief:
+class Debrief(msgspec.Struct, frozen=True):
     """An ended episode's outcome beside the incident's truth: what its postmortem is written from."""
 
     outcome: Outcome

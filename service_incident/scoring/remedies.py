@@ -8,7 +8,7 @@ Only the last two are waste.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from ..world import World
 
@@ -21,8 +21,7 @@ EASED_P99 = 0.1
 EFFECT_STEPS = 3
 
 
-@dataclass(frozen=True, slots=True)
-class RemedyVerdict:
+class RemedyVerdict(msgspec.Struct, frozen=True, gc=False):
     """What one remedy did, against the same world without it."""
 
     step: int

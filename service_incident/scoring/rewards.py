@@ -10,6 +10,8 @@ shaping can be farmed. The potential lies in [0, 1], so every step's reward lies
 
 from __future__ import annotations
 
+from ..world.decimals import round_to
+
 # The information bonus: each root cause first seen while its fault shows adds this, up to the cap.
 INFO_REWARD = 0.1
 INFO_REWARD_CAP = 0.5
@@ -39,5 +41,7 @@ REWARD_TABLE: tuple[tuple[str, str, str], ...] = (
 
 
 def rounded(value: float, digits: int) -> float:
-    """A reward or a part of the score as reported: rounded, and 0.0 where it is nothing, never -0.0."""
-    return round(value, digits) + 0.0
+    """A reward or a part of the score as reported: rounded as `round(value, digits)` rounds (compiled,
+    where built: the score's parts are rounded at every step in dense mode), and 0.0 where it is nothing,
+    never -0.0."""
+    return round_to(value, digits) + 0.0

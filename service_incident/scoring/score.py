@@ -7,7 +7,8 @@ the world was left in and the steps taken.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from .facts import rationale_credit
 from .ledger import Ledger
@@ -36,8 +37,7 @@ SCORE_FLOOR = 0.01
 SCORE_CEIL = 0.99
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(msgspec.Struct, frozen=True):
     """What an ended episode did, as its score is computed from it."""
 
     grading: str  # a key of WEIGHTS

@@ -5,8 +5,8 @@ work, remedies' traces, periodic config syncs and routine chatter."""
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Callable
+from functools import cache
 from typing import TYPE_CHECKING
 
 from ..faults import FAULTS, FaultType
@@ -30,7 +30,7 @@ from .phrases import (
 )
 from .pods import Pod, pods
 from .schemas import blocker_pid, client_of, client_tables
-from .templates import LEVELS, fill, pick, pick_fixed, rng_for
+from .templates import LEVELS, Rng, fill, pick, pick_fixed, rng_for
 
 if TYPE_CHECKING:
     from .state import TelemetryState
@@ -195,7 +195,7 @@ def _write(
     step: int,
     placed: list[tuple[int, str, str]],
     stops: _Stops,
-    rng: random.Random,
+    rng: Rng,
 ) -> str:
     """Each placed line as the pod that wrote it then wrote it: its stamp, pod, process, PID and level."""
     world, iid = state.world, state.world.incident.id
@@ -240,15 +240,17 @@ def _write(
         else:
             choices = [pod for pod in running if pod.name == who]
         choices = choices or pool
-        if "{canary}" in template or "{canary_version}" in template:
+        canary, writes, uptime = _line_facts(template)
+        if canary:
             # A canary's failures and its rollout's status are its own pod's lines: the stable pods never
             # served those requests, nor run that release.
             choices = [pod for pod in choices if pod.canary] or choices
         draw = unit(iid, service, moment_ms) if who == _KEYED else random_()
         pod = choices[int(draw * len(choices))]
         context["version"] = release
-        context["endpoint"] = _endpoint(template, profile.endpoints, rng)
-        context["uptime"] = f"{max(0, moment_ms // 1000 - pod.started_s) // 3600}h"
+        context["endpoint"] = _endpoint(writes, profile.endpoints, rng)
+        if uptime:
+            context["uptime"] = f"{max(0, moment_ms // 1000 - pod.started_s) // 3600}h"
         level_, _, message = fill(template, rng, context).partition(" ")
         who_wrote = (pod.name, pod.pid)
         head = heads.get(who_wrote) or heads.setdefault(who_wrote, f" {pod.name} {process}[{pod.pid}]: ")
@@ -441,11 +443,18 @@ def _expired(world: World, service: str) -> str:
     return format_time(clock(world, began) - duration_s(spread(5, 55, incident.id, service, "cert")))
 
 
-def _endpoint(template: str, endpoints: tuple[str, ...], rng: random.Random) -> str:
+@cache
+def _line_facts(template: str) -> tuple[bool, bool, bool]:
+    """What writing a line of a template takes, once per template: whether it is a canary's own line,
+    whether it tells of a failed write, and whether it names the pod's uptime."""
+    return "{canary}" in template or "{canary_version}" in template, "write failed" in template, "{uptime}" in template
+
+
+def _endpoint(writes: bool, endpoints: tuple[str, ...], rng: Rng) -> str:
     """A caller's endpoint: a write fails on a write endpoint, never on a GET."""
-    if "write failed" in template:
-        writes = [e for e in endpoints if not e.startswith("GET")]
-        return pick(rng, writes or ["POST /v1/items"])
+    if writes:
+        written = [e for e in endpoints if not e.startswith("GET")]
+        return pick(rng, written or ["POST /v1/items"])
     return pick(rng, endpoints)
 
 

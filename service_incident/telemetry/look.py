@@ -4,8 +4,9 @@ decides, once, whether it changed since the agent last looked at it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 from ..models import Alert, Metrics
 from ..world import World
@@ -17,8 +18,7 @@ from .state import TelemetryState, shared
 View = Literal["logs", "metrics", "health", "deploys", "db", "traces"]
 
 
-@dataclass(frozen=True, slots=True)
-class Scope:
+class Scope(msgspec.Struct, frozen=True, gc=False):
     """What part of a view to show, for views broken down by endpoint: one endpoint, failed requests only."""
 
     endpoint: str | None = None
@@ -28,8 +28,7 @@ class Scope:
 WHOLE = Scope()
 
 
-@dataclass(frozen=True, slots=True)
-class Look:
+class Look(msgspec.Struct, frozen=True):
     """What one inspection showed, the step it was taken at, and whether any of it is new since the
     last look at that view in that scope."""
 

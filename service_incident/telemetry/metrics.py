@@ -5,7 +5,6 @@ page's summary of them."""
 
 from __future__ import annotations
 
-import random
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import msgspec
@@ -17,7 +16,7 @@ from ..world.draws import WOBBLE_CHANNEL, WOBBLE_KEY, Draws, mix, wobble_minute
 from .clock import minute as minute_of  # "minute" names a step throughout this module
 from .endpoints import fails_writes, on_path, own_error, request_templates, route
 from .jobs import failing_jobs, jobs_of
-from .templates import rng_for
+from .templates import Rng, rng_for
 
 if TYPE_CHECKING:
     from .state import TelemetryState
@@ -142,7 +141,7 @@ def _breakdown(state: TelemetryState, service: str, minute: int) -> list[Endpoin
 
 
 def _row(
-    rng: random.Random, endpoint: str, work: Literal["request", "job"], rps: float, error: float, p99: float
+    rng: Rng, endpoint: str, work: Literal["request", "job"], rps: float, error: float, p99: float
 ) -> EndpointMetrics:
     # rng.uniform(-METRIC_NOISE, METRIC_NOISE) written out: the same draw, without two calls in Python.
     random_ = rng.random

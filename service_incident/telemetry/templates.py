@@ -26,6 +26,16 @@ class RandomSource(Protocol):
     def getrandbits(self, k: int, /) -> int: ...
 
 
+class Rng(RandomSource, Protocol):
+    """What a view draws from: the rng its key seeds (`rng_for`)."""
+
+    def uniform(self, a: float, b: float, /) -> float: ...
+
+
+# An rng seeded from a text key, drawing what `random.Random(key)` draws.
+Keyed = Callable[[str], Rng]
+
+
 _Piece = Callable[[RandomSource, dict[str, str]], str]
 # The fields that draw from the rng (what each takes: `draw_bits`, which must agree with `_piece`).
 _DRAWING = ("int", "float", "hex", "pick")
@@ -39,8 +49,22 @@ def level(line: str) -> str:
     return fields[3] if len(fields) > 3 else ""
 
 
-def rng_for(seed: int, *key: object) -> random.Random:
-    return random.Random(seed_text(seed, *key))
+def compiled_kernel() -> Keyed | None:
+    """`random.Random(key)` compiled (setup.py), at a little over half its cost, if this install has it:
+    a view seeds an rng per look, which costs more than most of its draws."""
+    try:
+        from ._keyed import KeyedRandom
+    except ImportError:  # an install without a C compiler: Python's own
+        return None
+    return KeyedRandom
+
+
+keyed_in_python: Keyed = random.Random
+keyed: Keyed = compiled_kernel() or keyed_in_python
+
+
+def rng_for(seed: int, *key: object) -> Rng:
+    return keyed(seed_text(seed, *key))
 
 
 def seed_text(seed: int, *key: object) -> str:

@@ -4,7 +4,7 @@ do not reach users."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from ..faults import FAULTS, FaultType
 from ..herrings import HERRINGS, MINOR_CPU_SHARE, MINOR_ERROR_SHARE, minor_fault
@@ -24,9 +24,9 @@ def fault_lead(incident: Incident, spec: FaultSpec, index: int) -> int:
     return spec.lead if spec.lead is not None else low + int(unit(incident.id, index, "lead") * (high - low + 1))
 
 
-@dataclass(slots=True)
-class FaultCourse:
-    """One fault of an incident over time, and the remedies that changed it."""
+class FaultCourse(msgspec.Struct):
+    """One fault of an incident over time, and the remedies that changed it. A Struct rather than a
+    dataclass: every world builds one per fault, and a dataclass's __init__ runs as Python."""
 
     spec: FaultSpec
     kind: FaultType

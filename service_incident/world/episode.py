@@ -7,9 +7,11 @@ impact, whether service is restored); agents see it only through telemetry.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import InitVar, dataclass, field
 from typing import Literal
+
+import msgspec
 
 from ..faults import FaultType, Remedy
 from ..herrings import HERRINGS
@@ -31,47 +33,59 @@ SCALE_UP_FACTOR = 2.0
 SCALE_JOINING = 0.5
 
 
-@dataclass(frozen=True, slots=True)
-class Remediation:
+class Remediation(msgspec.Struct, frozen=True, gc=False):
     step: int
     remedy: Remedy
     service: str
     outcome: Outcome
 
 
-@dataclass(slots=True)
 class World:
-    """The simulated system of one episode, at `step` (0 is the page; history runs before it)."""
+    """The simulated system of one episode, at `step` (0 is the page; history runs before it).
 
-    incident: Incident
-    step: int = 0
-    history: list[Remediation] = field(default_factory=list)
-    plan: Plan = field(init=False)
-    _runs: list[FaultCourse] = field(default_factory=list)
-    _capacity: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
-    _shed: dict[str, int] = field(default_factory=dict)
-    _restarts: dict[str, set[int]] = field(default_factory=dict)
-    _side: tuple[SideWork, ...] = ()
-    # Every red herring shows from the page on (each begins before it), so their side effects are the
-    # same on every step from then: kept from the first such minute simulated.
-    _side_settled: dict[str, SideEffect] | None = None
-    _cache: Steps = field(init=False)
-    # States of steps with restarts as they would be without the restarts' own disruption, for grading.
-    _undisrupted: dict[int, dict[str, ServiceState]] = field(default_factory=dict)
-    # Faults' strengths by (step, remedies applied): only a remedy changes a fault's course.
-    _strengths: dict[tuple[int, int], tuple[float, ...]] = field(default_factory=dict)
-    # The same incident's world without its faults and never remedied, if the caller has it (a generator's
-    # checks do): a service no fault or remedy touches is in its state there, not simulated again.
-    faultless: World | None = None
-    # Whether its untouched states go to the store every episode of the incident shares: not for a
-    # world no episode plays (a calm world, a fault alone).
-    shared: InitVar[bool] = True
+    `faultless` is the same incident's world without its faults and never remedied, if the caller has it
+    (a generator's checks do): a service no fault or remedy touches is in its state there, not simulated
+    again. `shared` says whether its untouched states go to the store every episode of the incident
+    shares: not for a world no episode plays (a calm world, a fault alone)."""
 
-    def __post_init__(self, shared: bool) -> None:
-        self.plan = plan_of(self.incident)  # cached: every world of one wiring shares it
-        self._cache = incident_steps(self.incident) if shared else own_steps()
-        self._runs = fault_courses(self.incident)
-        self._side = side_work(self.incident)
+    # A class of its own rather than a dataclass: the generator builds dozens of worlds per incident, and
+    # a dataclass's __init__ runs as Python even where this module is compiled.
+    __slots__ = (
+        "_cache",
+        "_capacity",
+        "_restarts",
+        "_runs",
+        "_shed",
+        "_side",
+        "_side_settled",
+        "_strengths",
+        "_undisrupted",
+        "faultless",
+        "history",
+        "incident",
+        "plan",
+        "step",
+    )
+
+    def __init__(self, incident: Incident, *, faultless: World | None = None, shared: bool = True) -> None:
+        self.incident = incident
+        self.step = 0
+        self.history: list[Remediation] = []
+        self.plan: Plan = plan_of(incident)  # cached: every world of one wiring shares it
+        self.faultless = faultless
+        self._runs: list[FaultCourse] = fault_courses(incident)
+        self._capacity: dict[str, list[tuple[int, float]]] = {}
+        self._shed: dict[str, int] = {}
+        self._restarts: dict[str, set[int]] = {}
+        self._side: tuple[SideWork, ...] = side_work(incident)
+        # Every red herring shows from the page on (each begins before it), so their side effects are the
+        # same on every step from then: kept from the first such minute simulated.
+        self._side_settled: dict[str, SideEffect] | None = None
+        self._cache: Steps = incident_steps(incident) if shared else own_steps()
+        # States of steps with restarts as they would be without the restarts' own disruption, for grading.
+        self._undisrupted: dict[int, dict[str, ServiceState]] = {}
+        # Faults' strengths by (step, remedies applied): only a remedy changes a fault's course.
+        self._strengths: dict[tuple[int, int], tuple[float, ...]] = {}
 
     @property
     def states(self) -> dict[str, ServiceState]:
@@ -198,9 +212,8 @@ class World:
         if any(run.healed_at is None or run.healed_at > self.step for run in self._runs):
             return False
         # Side work failing (a red herring's batch job or webhook) does not keep users from being served.
-        states = self.states
-        facing = [states[n.name] for n in self.plan.nodes if n.user_facing]
-        return max(s.error_rate for s in facing) < P1_ERROR_RATE and max(s.p99_ms for s in facing) < P1_LATENCY_MS
+        error_rate, latency = _impact(self.plan, self.states)
+        return error_rate < P1_ERROR_RATE and latency < P1_LATENCY_MS
 
     def user_facing_impact(self, step: int | None = None) -> tuple[float, float]:
         """Worst error rate and worst p99 latency of user-facing services at a step (now by default): what
@@ -219,8 +232,10 @@ class World:
         return _impact(self.plan, states)
 
     def data_at_risk(self, through: int) -> bool:
-        kinds = {s.name: s.kind for s in self.incident.services}
-        return any(run.kind.data_at_risk(kinds[run.spec.service]) and run.spec.onset <= through for run in self._runs)
+        nodes = self.plan.by_name
+        return any(
+            run.spec.onset <= through and run.kind.data_at_risk(nodes[run.spec.service].kind) for run in self._runs
+        )
 
     def severity(self, through: int | None = None) -> Severity:
         """The rubric applied to the incident's worst user-facing impact from the page up to step
@@ -263,5 +278,13 @@ class World:
 
 
 def _impact(plan: Plan, states: dict[str, ServiceState]) -> tuple[float, float]:
-    facing = [states[n.name] for n in plan.nodes if n.user_facing]
-    return max(s.error_rate for s in facing), max(s.p99_ms for s in facing)
+    """The worst error rate and p99 of the user-facing services: a loop rather than two max() over a
+    generator each, since grading and the generator's checks read it at every step they judge."""
+    error_rate = latency = -math.inf
+    for name in plan.facing:
+        state = states[name]
+        if state.error_rate > error_rate:
+            error_rate = state.error_rate
+        if state.p99_ms > latency:
+            latency = state.p99_ms
+    return error_rate, latency

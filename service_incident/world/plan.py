@@ -83,6 +83,8 @@ class Plan:
     calm: Mapping[str, ServiceState]
     # How much traffic grew over the history shown before the page (a share of the page's traffic).
     trend: float = 0.0
+    # The user-facing services, dependencies first: the rubric reads their impact at every step graded.
+    facing: tuple[str, ...] = ()
     # Every service's state with nothing wrong anywhere at other steps than the page, by step, as the
     # calm worlds simulated so far found them (`calm_states`): a memo the plan's worlds share, since a
     # service on no fault's path is in its calm state at every step.
@@ -164,7 +166,8 @@ def _plan_for(incident_id: str, wiring: Wiring) -> Plan:
     trend = spread(-TREND_FALL, TREND_RISE, incident_id, "traffic trend")
     # The calm baseline is simulated on the plan before it has one: no service is slow against an
     # unknown healthy p99, and a calm service is never slow against itself, so its health is the same.
-    unrated = Plan(ordered, nodes, healthy, loop, noise, {n.name: math.inf for n in ordered}, {}, trend)
+    facing = tuple(n.name for n in ordered if n.user_facing)
+    unrated = Plan(ordered, nodes, healthy, loop, noise, {n.name: math.inf for n in ordered}, {}, trend, facing)
     calm = simulate(unrated, CALM_MINUTE)
     return replace(unrated, healthy_p99={name: state.p99_ms for name, state in calm.items()}, calm=calm)
 
