@@ -48,6 +48,7 @@ from .telemetry import (
 from .telemetry.escalation import acknowledgement
 from .telemetry.logs import in_backlog
 from .world import P0_ERROR_RATE, P0_LATENCY_MS, P1_ERROR_RATE, P1_LATENCY_MS, World
+from .world.decimals import round_to
 
 MAX_SEED = 2**63 - 1
 # Minutes a resolve watches the world for service to come back before it closes the incident.
@@ -454,7 +455,8 @@ class ServiceIncidentEnvironment:
                 "episode_id": episode.episode_id,
                 **({} if episode.shown_seed is None else {"seed": episode.shown_seed}),
                 "reward_mode": episode.reward_mode,
-                "cumulative_reward": round(sum(episode.paid), 6),
+                # Rounded as each reward is (without `rounded`'s -0.0 to 0.0: a sum can land just below 0).
+                "cumulative_reward": round_to(sum(episode.paid), scoring.REWARD_DIGITS),
             },
         )
         self._last = observation
