@@ -79,9 +79,11 @@ NEAR_ERROR = 0.45
 SETTLE_AFTER = 4
 DRAWS_PER_TOPOLOGY = 3
 INTENSITY_TRIES = 3
-# The fault types each kind of service can host, in FAULTS' order.
-_HOSTED: Mapping[str, tuple[str, ...]] = {
-    kind: tuple(name for name, fault in FAULTS.items() if kind in fault.kinds) for kind in KINDS
+# The fault types each kind of service can host that a red herring's minor fault can be (`in_background`),
+# in FAULTS' order.
+_HOSTED_IN_BACKGROUND: Mapping[str, tuple[str, ...]] = {
+    kind: tuple(name for name, fault in FAULTS.items() if kind in fault.kinds and in_background(fault))
+    for kind in KINDS
 }
 
 
@@ -330,7 +332,7 @@ def _places(herring: HerringType, services: list[ServiceSpec], roots: set[str]) 
         return [(s.name, d, None) for s in services for d in s.depends_on if d not in roots]
     bystanders = [s for s in services if s.name not in roots]
     if stands == "host":
-        return [(s.name, None, t) for s in bystanders for t in _HOSTED[s.kind] if in_background(FAULTS[t])]
+        return [(s.name, None, t) for s in bystanders for t in _HOSTED_IN_BACKGROUND[s.kind]]
     return [(s.name, None, None) for s in bystanders]
 
 

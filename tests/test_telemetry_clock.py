@@ -14,14 +14,17 @@ from msgspec import structs
 from service_incident.generator import generate
 from service_incident.incidents import IncidentError, validate
 from service_incident.telemetry.clock import (
+    clock_text,
     duration_d,
     duration_h,
     duration_min,
     duration_ms,
     duration_s,
     format_time,
+    minute,
     stamp_ms,
 )
+from service_incident.world import World
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -46,6 +49,19 @@ def test_a_line_stamp_to_the_millisecond_is_iso_8601_in_utc() -> None:
     written = [stamp_ms(ms) for ms in millis]
     moments = [EPOCH + timedelta(milliseconds=ms) for ms in millis]
     assert written == [m.isoformat(timespec="milliseconds").replace("+00:00", "Z") for m in moments]
+
+
+def test_a_views_minute_is_the_hour_and_minute_of_the_steps_whole_stamp() -> None:
+    rng = random.Random(17)
+    incident = generate("easy", 1)
+    # Starts at midnight, at the last minute of a day (steps carry over midnight and the year, back and
+    # forth), off the minute (seconds are carried, never rounded), and anywhere.
+    starts = ["2026-01-01T00:00:00Z", "2026-12-31T23:59:00Z", "2024-02-28T23:58:59Z"]
+    starts += [format_time(moment) for moment in _moments(40)]
+    for started_at in starts:
+        world = World(structs.replace(incident, started_at=started_at), shared=False)
+        steps = [-2000, -1441, -1440, -1, 0, 1, 1439, 1440, 3000, *(rng.randrange(-5000, 5000) for _ in range(50))]
+        assert [minute(world, step) for step in steps] == [clock_text(world, step)[11:16] for step in steps]
 
 
 def test_a_duration_of_a_float_amount_is_the_one_timedelta_makes_of_it_by_keyword() -> None:
