@@ -1,7 +1,7 @@
 """The clock's stamps read as the standard library writes the same moments: a stamp to the second as
-ISO 8601 in UTC, and a log line's to the millisecond. Its durations of a float amount are the ones
-`timedelta` makes of the amount by keyword. An incident's clock starts at a UTC time, or the incident
-is refused."""
+ISO 8601 in UTC, and a log line's to the millisecond; a view's minute is the HH:MM of its step's whole
+stamp. Its durations of a float amount are the ones `timedelta` makes of the amount by keyword. An
+incident's clock starts at a UTC time, or the incident is refused."""
 
 from __future__ import annotations
 

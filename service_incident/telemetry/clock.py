@@ -75,16 +75,15 @@ def _clock_text(started_at: str, step: int) -> str:
     return format_time(_clock(started_at, step))
 
 
+# Every minute of a day as a stamp writes it, HH:MM: a new incident's views stamp new minutes on most
+# steps, and a whole stamp, worked out through the calendar, cost about 2 µs each.
+_MINUTES_OF_DAY = tuple(f"{_TWO_DIGITS[at // 60]}:{_TWO_DIGITS[at % 60]}" for at in range(24 * 60))
+
+
 def minute(world: World, step: int) -> str:
-    """The minute of a step as a view's stamp reads it: HH:MM, UTC (`clock_text`'s, whole minutes on
-    from the start's minute of the day)."""
-    return _MINUTES_OF_DAY[(_start_minute(world.incident.started_at) + STEP_MINUTES * step) % MINUTES_PER_DAY]
-
-
-MINUTES_PER_DAY = 24 * 60
-# Every minute of a day as a stamp writes it: a new incident's views stamp new minutes on most steps,
-# and a whole stamp, worked out through the calendar, cost about 2 µs each.
-_MINUTES_OF_DAY = tuple(f"{hour}:{minute}" for hour in _TWO_DIGITS[:24] for minute in _TWO_DIGITS[:60])
+    """The minute of a step as a view's stamp reads it: HH:MM, UTC. A step is whole minutes, so the
+    start's seconds never carry into it: it is `clock_text`'s minute, counted on from the start's."""
+    return _MINUTES_OF_DAY[(_start_minute(world.incident.started_at) + STEP_MINUTES * step) % len(_MINUTES_OF_DAY)]
 
 
 @lru_cache(maxsize=1024)

@@ -48,13 +48,13 @@ class AlertRule:
     signal: Signal
     audience: Literal["user_facing", "any"]
     threshold: float
+    # The field of the state it reads, by `attrgetter`: every minute of a history reads every rule of
+    # every service, and a call to a lambda cost more than the read itself.
     value: Callable[[ServiceState], float]
     summary: str
     critical_at: float | None = None
 
 
-# A rule's value is a field of the state, read by attrgetter: every minute of a history reads every
-# rule of every service, and a function in Python costs more per read than the read.
 # Pages watch symptoms: what users meet on the user-facing services (their errors against the SLO and
 # their p99 against its objective), and saturation anywhere. An internal service's error rate is on its
 # dashboard, not the pager: which dependency failed the paged requests is for the investigation to find.
