@@ -212,7 +212,7 @@ class World:
         if any(run.healed_at is None or run.healed_at > self.step for run in self._runs):
             return False
         # Side work failing (a red herring's batch job or webhook) does not keep users from being served.
-        error_rate, latency = _impact(self.plan, self.states)
+        error_rate, latency = self.user_facing_impact()
         return error_rate < P1_ERROR_RATE and latency < P1_LATENCY_MS
 
     def user_facing_impact(self, step: int | None = None) -> tuple[float, float]:
